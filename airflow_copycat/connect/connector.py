@@ -1,0 +1,135 @@
+"""Connectors: the planners. A connector copies nothing.
+
+The framework creates a connector, calls :meth:`Connector.start` with its
+config, asks it for :meth:`Connector.partitions` (discovery) and
+:meth:`Connector.task_configs` (at most ``max_tasks`` task configs), then calls
+:meth:`Connector.stop`. This happens in the Airflow plan task (or ``copycat
+plan``), never on a Spark executor. Task configs are flat dicts of strings that
+travel as JSON to wherever the tasks run: they must be everything a task needs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from .config import ConfigDef
+from .errors import ConfigException
+from .config import ConfigProblem
+
+TASK_PARTITIONS_KEY = "task.partitions"
+"""Task config key under which :meth:`SourceConnector.task_configs`'s default
+implementation passes a task its source partitions (a JSON list)."""
+
+
+class Connector:
+    """Base of source and sink connectors.
+
+    Subclasses set :attr:`config_def` and :attr:`version`, and implement
+    :meth:`start`, :meth:`task_class` and :meth:`task_configs`.
+    """
+
+    config_def: ClassVar[ConfigDef] = ConfigDef()
+    """The keys this connector understands; the framework validates against it
+    (plus its own keys) before :meth:`start` is called."""
+
+    version: ClassVar[str] = "0.1.0"
+
+    exactly_once: ClassVar[bool] = False
+    """Whether a source connector can give exactly-once delivery (its offsets
+    alone define what was read). Sink connectors: whether writes are idempotent."""
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {}
+
+    def start(self, config: dict[str, Any]) -> None:
+        """Called once, with the config already parsed against :attr:`config_def`
+        (typed values, defaults filled in). Open whatever :meth:`partitions` needs."""
+        self.config = config
+
+    def validate(self, config: dict[str, Any]) -> list[ConfigProblem]:
+        """Cross-key checks beyond what :attr:`config_def` expresses; called with the
+        parsed config before :meth:`start`. Return every problem, ``[]`` when valid."""
+        return []
+
+    def task_class(self) -> type:
+        """The :class:`~airflow_copycat.connect.task.Task` subclass that runs this connector's task configs."""
+        raise NotImplementedError
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        """At most ``max_tasks`` task configs; each becomes one task (one Spark task)."""
+        raise NotImplementedError
+
+    def partitions(self) -> list[dict] | None:
+        """The partitions this connector would read or write now, for discovery:
+        a sensor compares successive answers and re-plans when they differ.
+        ``None`` means the connector cannot tell (no discovery)."""
+        return None
+
+    def stop(self) -> None:
+        """Release what :meth:`start` opened. Safe to call more than once, or without start."""
+
+    @classmethod
+    def parse_config(cls, raw: dict[str, Any], *, name: str | None = None) -> dict[str, Any]:
+        """Parse ``raw`` with :attr:`config_def` and run :meth:`validate`; raise one
+        :class:`ConfigException` with every problem."""
+        values, problems = cls.config_def._parse(raw)
+        if not problems:
+            problems = cls().validate(values)
+        if problems:
+            raise ConfigException(problems, context=f"connector {name!r}" if name else cls.__name__)
+        return values
+
+
+class SourceConnector(Connector):
+    """A connector that reads an external system into Kafka.
+
+    The default :meth:`task_configs` spreads :meth:`partitions` over at most
+    ``max_tasks`` tasks, keeping each partition on the task it had in the previous
+    plan when ``self.previous_assignment`` is set (sticky re-planning); each task
+    config is the connector config plus ``task.partitions`` (JSON list). Override
+    it when partitions cannot be listed up front.
+    """
+
+    previous_assignment: list[list[dict]] | None = None
+    """Set by the framework before :meth:`task_configs` when re-planning: the
+    partitions each task had in the last plan."""
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        from .assignment import assign  # local: keeps the import graph obvious
+
+        partitions = self.partitions() or []
+        groups = assign(partitions, max_tasks, self.previous_assignment)
+        base = {k: _as_str(v) for k, v in self.config.items()}
+        return [dict(base, **{TASK_PARTITIONS_KEY: json.dumps(g)}) for g in groups]
+
+
+class SinkConnector(Connector):
+    """A connector that writes Kafka topics to an external system.
+
+    Its config names the topics (``topics`` or ``topics.regex``). The framework
+    lists their Kafka partitions and assigns them to the task configs this
+    connector returns (by default ``max_tasks`` copies of its config), so a sink
+    connector never talks to Kafka itself.
+    """
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        base = {k: _as_str(v) for k, v in self.config.items()}
+        return [dict(base) for _ in range(max(1, max_tasks))]
+
+
+def _as_str(v: Any) -> str:
+    from .config import Password
+
+    if isinstance(v, Password):
+        return v.value
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return "" if v is None else str(v)
+
+
+def task_partitions(config: dict[str, str]) -> list[dict]:
+    """The source partitions a task config assigns (see :data:`TASK_PARTITIONS_KEY`)."""
+    return json.loads(config.get(TASK_PARTITIONS_KEY) or "[]")

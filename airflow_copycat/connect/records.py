@@ -1,0 +1,93 @@
+"""Records: the unit that moves between connectors, converters, transforms and Kafka.
+
+Records are immutable. ``new_record(**changes)`` returns a copy with some fields
+replaced; transforms use it instead of mutating (Kafka Connect's ``newRecord``).
+
+Field meanings follow Kafka Connect's ``ConnectRecord``:
+
+* ``topic`` -- the Kafka topic the record goes to (source) or came from (sink).
+* ``kafka_partition`` -- the Kafka partition, or ``None`` to let the producer's
+  partitioner choose from the key (source records only).
+* ``key_schema`` / ``key``, ``value_schema`` / ``value`` -- the data and, where
+  known, its :class:`~airflow_copycat.connect.data.Schema`. ``None`` as a schema
+  means schemaless (a dict, list or primitive as is). ``None`` as a value is a
+  tombstone.
+* ``timestamp`` -- milliseconds since the epoch, or ``None`` (the producer's time).
+* ``headers`` -- a tuple of ``(name, bytes-or-None)`` pairs, in order, names may repeat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .data import Schema
+
+Headers = tuple  # tuple[tuple[str, bytes | None], ...]
+
+
+def _freeze_headers(headers) -> tuple:
+    if not headers:
+        return ()
+    out = []
+    for name, value in headers:
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        out.append((str(name), value))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ConnectRecord:
+    topic: str
+    kafka_partition: int | None = None
+    key_schema: Schema | None = None
+    key: Any = None
+    value_schema: Schema | None = None
+    value: Any = None
+    timestamp: int | None = None
+    headers: Headers = field(default=())
+
+    def __post_init__(self):
+        object.__setattr__(self, "headers", _freeze_headers(self.headers))
+
+    def new_record(self, **changes) -> "ConnectRecord":
+        """Return a copy of this record with the given fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header ``name``, or ``None`` if absent."""
+        for key, value in reversed(self.headers):
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True)
+class SourceRecord(ConnectRecord):
+    """A record read from an external system, on its way into Kafka.
+
+    ``source_partition`` identifies where it came from (``{"filename": "/var/log/a"}``)
+    and ``source_offset`` the position *after* it in that partition
+    (``{"position": 1234}``): both are small JSON values of primitives. The
+    framework commits ``source_offset`` once this record, and every record of
+    the same partition before it, has been acknowledged by Kafka. A task that
+    restarts from that offset must emit no record before it.
+    """
+
+    source_partition: dict | None = None
+    source_offset: dict | None = None
+
+
+@dataclass(frozen=True)
+class SinkRecord(ConnectRecord):
+    """A record read from Kafka, on its way out to an external system.
+
+    ``kafka_offset`` is its offset in ``topic``/``kafka_partition``; the offset a
+    sink commits for that partition after writing it is ``kafka_offset + 1``.
+    ``timestamp_type`` is ``"CreateTime"``, ``"LogAppendTime"`` or ``None``.
+    """
+
+    kafka_offset: int = -1
+    timestamp_type: str | None = None

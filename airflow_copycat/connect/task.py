@@ -1,0 +1,163 @@
+"""Tasks: the copiers. A task copies the partitions its task config names.
+
+Tasks run on Spark executors (or in the Airflow worker with ``in_process``), one
+task per Spark task, single-threaded: the framework calls a task's methods from
+one thread only. A task never writes offsets itself: the framework owns them.
+
+Lifecycle: ``initialize(context)`` -> ``start(config)`` -> (``poll`` |
+``open``/``put``/``flush``/``close``)* -> ``stop()``. A run is bounded: it ends
+when a source task is caught up (``poll`` returns ``None``) or a sink task has
+seen the end of every assigned partition, or the run's budget is spent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .records import SinkRecord, SourceRecord
+
+
+class OffsetStorageReader:
+    """Read-only view of the committed source offsets of *this* connector.
+
+    Offsets are read once when the task starts: a task sees what was committed
+    before its run, never offsets of its own run.
+    """
+
+    def offset(self, partition: Mapping[str, Any]) -> dict | None:
+        """The last committed offset of ``partition``, or ``None`` if none was ever committed."""
+        return self.offsets([partition]).get(_key(partition))
+
+    def offsets(self, partitions: Sequence[Mapping[str, Any]]) -> dict[str, dict]:
+        """Committed offsets of several partitions, keyed by the partition's canonical
+        JSON (see :func:`airflow_copycat.connect.assignment.canonical`); absent when none."""
+        raise NotImplementedError
+
+
+def _key(partition) -> str:
+    from .assignment import canonical
+
+    return canonical(partition)
+
+
+class SourceTaskContext:
+    """What the framework gives a source task: its config and the offset reader."""
+
+    def __init__(self, config: Mapping[str, str], offset_storage_reader: OffsetStorageReader):
+        self.config = dict(config)
+        self.offset_storage_reader = offset_storage_reader
+
+
+class SinkTaskContext:
+    """What the framework gives a sink task.
+
+    ``assignment`` is the set of ``(topic, partition)`` this task owns. A sink
+    that stores its offsets in the destination calls :meth:`offset` from
+    ``open()`` to say where reading must start (the framework otherwise starts at
+    the consumer group's committed offset, else at the earliest offset).
+    """
+
+    def __init__(self, config: Mapping[str, str], assignment: Sequence[tuple[str, int]]):
+        self.config = dict(config)
+        self.assignment = [tuple(tp) for tp in assignment]
+        self._rewinds: dict[tuple[str, int], int] = {}
+
+    def offset(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Ask the framework to (re)start reading each given partition at the given
+        Kafka offset: the next record delivered to ``put`` has that offset."""
+        for tp, off in offsets.items():
+            self._rewinds[(tp[0], int(tp[1]))] = int(off)
+
+    def take_rewinds(self) -> dict[tuple[str, int], int]:
+        """Framework side: the rewinds requested since the last call."""
+        r, self._rewinds = self._rewinds, {}
+        return r
+
+
+class Task:
+    """Base of source and sink tasks."""
+
+    def version(self) -> str:
+        return "0.1.0"
+
+    def start(self, config: dict[str, str]) -> None:
+        """Called once with the task config (strings, as the connector produced them)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Called once at the end of the run, also after a failure. Release resources;
+        must not raise for a task that failed half-way, and may be called twice."""
+
+
+class SourceTask(Task):
+    """Reads records from an external system.
+
+    ``poll()`` returns a list of :class:`SourceRecord` (each with its
+    ``source_partition`` and ``source_offset``), ``[]`` when nothing is ready yet
+    but more may come soon (the framework calls again), or ``None`` when the
+    task is caught up: everything that exists now has been returned, which ends
+    a bounded run. A task resumes from
+    ``context.offset_storage_reader.offset(partition)`` in ``start``.
+    """
+
+    context: SourceTaskContext
+
+    def initialize(self, context: SourceTaskContext) -> None:
+        """Called before :meth:`start`."""
+        self.context = context
+
+    def poll(self) -> list[SourceRecord] | None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        """Called after offsets up to the last acknowledged record were committed.
+        A task that acknowledges reads upstream (e.g. a queue) does it here."""
+
+    def commit_record(self, record: SourceRecord, metadata: dict | None) -> None:
+        """Called for each record once Kafka acknowledged it; ``metadata`` holds
+        ``topic``, ``partition`` and ``offset`` of the written record, or is ``None``
+        if a transform dropped the record."""
+
+
+class SinkTask(Task):
+    """Writes records to an external system.
+
+    The framework calls ``open(partitions)`` once with the task's assignment, then
+    ``put(records)`` with batches in offset order per partition, and
+    ``pre_commit(offsets)`` whenever it wants to commit; it commits (to the
+    consumer group, for lag tools) only the offsets ``pre_commit`` returns. At the
+    end of a bounded run it calls ``pre_commit`` once more with ``final=True``:
+    the task must then make everything it was given durable (a batch run has no
+    later chance), then ``close(partitions)`` and ``stop()``.
+    """
+
+    context: SinkTaskContext
+
+    def initialize(self, context: SinkTaskContext) -> None:
+        self.context = context
+
+    def open(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """The task now owns these ``(topic, partition)``; recover destination state and
+        call ``context.offset`` if the destination knows where to resume."""
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Write (or buffer) ``records``. Raise ``RetriableException`` to have the same
+        batch given again after a back-off."""
+        raise NotImplementedError
+
+    def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Make everything given to ``put`` up to ``offsets`` (next offset per partition) durable."""
+
+    def pre_commit(self, offsets: Mapping[tuple[str, int], int], *, final: bool = False) -> dict[tuple[str, int], int]:
+        """Offsets (next offset to read, per partition) that are safe to commit.
+
+        ``offsets`` are the positions after the last record given to ``put``. The
+        default flushes and returns them; a sink that writes in its own units
+        (files of ``flush.size``) returns only what it has made durable, unless
+        ``final`` is set, when it must make everything durable.
+        """
+        self.flush(offsets)
+        return dict(offsets)
+
+    def close(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """The task no longer owns these partitions: drop their buffers and writers."""
