@@ -206,6 +206,9 @@ class ConfigDef:
                     message = key.validator(key.name, value.value if isinstance(value, Password) else value)
                 except Exception as e:  # a validator that crashes still names the key
                     message = f"could not be validated: {e}"
+                if message and isinstance(value, Password) and value.value:
+                    # a validator's message (or its exception's) may quote the secret
+                    message = str(message).replace(value.value, "[hidden]")
                 if message:
                     problems.append(ConfigProblem(key.name, shown, message))
                     continue

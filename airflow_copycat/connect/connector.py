@@ -70,12 +70,22 @@ class Connector:
         """Release what :meth:`start` opened. Safe to call more than once, or without start."""
 
     @classmethod
-    def parse_config(cls, raw: dict[str, Any], *, name: str | None = None) -> dict[str, Any]:
-        """Parse ``raw`` with :attr:`config_def` and run :meth:`validate`; raise one
-        :class:`ConfigException` with every problem."""
+    def check_config(cls, raw: dict[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]]:
+        """(typed values, every problem): the per-key problems of :attr:`config_def` and the
+        cross-key problems of :meth:`validate` together. Cross-key checks see the raw
+        value of a key that failed its own check, and a key reported once is not
+        reported again."""
         values, problems = cls.config_def._parse(raw)
-        if not problems:
-            problems = cls().validate(values)
+        reported = {p.key for p in problems}
+        seen = dict(values, **{k: raw[k] for k in reported if raw.get(k) is not None})
+        problems += [p for p in cls().validate(seen) if p.key not in reported]
+        return values, problems
+
+    @classmethod
+    def parse_config(cls, raw: dict[str, Any], *, name: str | None = None) -> dict[str, Any]:
+        """Parse ``raw`` with :attr:`config_def` and :meth:`validate`; raise one
+        :class:`ConfigException` listing every problem."""
+        values, problems = cls.check_config(raw)
         if problems:
             raise ConfigException(problems, context=f"connector {name!r}" if name else cls.__name__)
         return values
@@ -116,6 +126,12 @@ class SinkConnector(Connector):
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         base = {k: _as_str(v) for k, v in self.config.items()}
         return [dict(base) for _ in range(max(1, max_tasks))]
+
+    @classmethod
+    def asset_uris(cls, config: dict[str, Any], topic: str) -> list[str]:
+        """URIs of the datasets a run writes for ``topic`` (for Airflow Asset events), from the
+        raw connector config. ``[]`` lets the framework use ``copycat://<connector>/<topic>``."""
+        return []
 
 
 def _as_str(v: Any) -> str:

@@ -121,7 +121,8 @@ class Schema:
         s(self, "name", name)
         s(self, "version", version)
         s(self, "doc", doc)
-        s(self, "_parameters", tuple(sorted((parameters or {}).items())))
+        # insertion order, as Kafka's LinkedHashMap: converters write parameters in this order
+        s(self, "_parameters", tuple((parameters or {}).items()))
         s(self, "_fields", tuple(fields or ()))
         s(self, "key_schema", key_schema)
         s(self, "value_schema", value_schema)
@@ -160,7 +161,7 @@ class Schema:
             self.name,
             self.version,
             self.doc,
-            self._parameters,
+            tuple(sorted(self._parameters)),  # equality ignores parameter order, as Map.equals
             self._fields,
             self.key_schema,
             self.value_schema,
@@ -398,19 +399,35 @@ class Decimal:
             raise DataException(f"Decimal schema {schema!r} has no integer 'scale' parameter") from None
 
     @staticmethod
-    def from_logical(schema: Schema, value: _decimal.Decimal) -> bytes:
+    def unscaled(schema: Schema, value: _decimal.Decimal) -> int:
+        """The unscaled integer of ``value`` at the schema's scale, computed exactly (no
+        decimal-context rounding); raises if ``value`` has more fractional digits than the scale."""
         scale = Decimal.scale(schema)
-        unscaled = value.scaleb(scale)
-        if unscaled != unscaled.to_integral_value():
-            raise DataException(f"Decimal {value} has more digits than scale {scale} allows")
-        n = int(unscaled)
-        length = max(1, (n.bit_length() + 8) // 8)
-        return n.to_bytes(length, "big", signed=True)
+        sign, digits, exp = value.as_tuple()
+        if not isinstance(exp, int):
+            raise DataException(f"Decimal {value} is not a finite number")
+        n = int("".join(map(str, digits)) or "0")
+        shift = exp + scale
+        if shift >= 0:
+            n *= 10**shift
+        else:
+            n, rest = divmod(n, 10**-shift)
+            if rest:
+                raise DataException(f"Decimal {value} has more digits than scale {scale} allows")
+        return -n if sign else n
+
+    @staticmethod
+    def from_logical(schema: Schema, value: _decimal.Decimal) -> bytes:
+        n = Decimal.unscaled(schema, value)
+        # minimal two's complement, as java.math.BigInteger.toByteArray (-128 is one byte, 0x80)
+        bits = n.bit_length() if n >= 0 else (~n).bit_length()
+        return n.to_bytes(bits // 8 + 1, "big", signed=True)
 
     @staticmethod
     def to_logical(schema: Schema, value: bytes) -> _decimal.Decimal:
         n = int.from_bytes(bytes(value), "big", signed=True)
-        return _decimal.Decimal(n).scaleb(-Decimal.scale(schema))
+        # built from a string so that no decimal context rounds it (Kafka's BigDecimal is exact)
+        return _decimal.Decimal(f"{n}E{-Decimal.scale(schema)}")
 
 
 Schema.DATE = Date.builder().build()
@@ -511,6 +528,10 @@ class Struct:
         f = self._field(name)
         v = self._values[f.index]
         return f.schema.default if v is None else v
+
+    def get_without_default(self, name: str) -> Any:
+        """The value put for ``name``, ``None`` if none was (the field's default is not applied)."""
+        return self._values[self._field(name).index]
 
     def __getitem__(self, name: str) -> Any:
         return self.get(name)

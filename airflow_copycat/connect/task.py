@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from .errors import ConnectException
 from .records import SinkRecord, SourceRecord
 
 
@@ -46,6 +47,34 @@ class SourceTaskContext:
     def __init__(self, config: Mapping[str, str], offset_storage_reader: OffsetStorageReader):
         self.config = dict(config)
         self.offset_storage_reader = offset_storage_reader
+
+    def report_error(
+        self,
+        error: Exception,
+        *,
+        source_partition: dict,
+        source_offset: dict,
+        raw: bytes | None = None,
+        location: str = "",
+    ) -> None:
+        """Hand the framework data the task could not turn into a record (an
+        undecodable line, an unparsable row) instead of dropping it silently.
+
+        ``source_partition`` / ``source_offset`` say where the bad data is: the
+        offset is the position *after* it, so a framework that tolerates the
+        error can commit it and a rerun does not meet the same data again.
+        ``raw`` is the data as read (for a dead-letter queue), ``location`` a
+        human-readable place such as ``"/var/log/a.log, bytes 120..188"``.
+
+        The default (``errors.tolerance=none``) raises :class:`ConnectException`
+        naming the location, which fails the task. A runtime implementing
+        ``errors.tolerance=all`` overrides this to log (and dead-letter) the error
+        and return; the task then skips the bad data and carries on.
+        """
+        where = f"{location}: " if location else ""
+        raise ConnectException(
+            f"{where}{error} (set errors.tolerance=all to log and skip such data instead of failing)"
+        ) from error
 
 
 class SinkTaskContext:

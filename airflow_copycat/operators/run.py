@@ -1,0 +1,117 @@
+"""Run one task group of a plan: one PySpark application (or, for tiny runs, this process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Sequence
+
+from airflow.exceptions import AirflowException
+from airflow.sdk import BaseOperator
+
+from ..hooks.kafka import CopycatKafkaHook
+from ..runtime import connector_config, submit
+from ..runtime.executor import run_group
+from ..runtime.result import failures
+
+
+class CopycatRunTaskGroupOperator(BaseOperator):
+    """Runs the tasks of one group: each task config is one Spark task.
+
+    Submits ``spark_apps/task_group.py`` through the Spark provider's
+    ``SparkSubmitHook`` (connection ``spark_conn_id``), shipping the
+    ``airflow_copycat`` package as ``--py-files`` and the worker config and
+    connector secrets as environment variables (never on disk). Returns the
+    group result (XCom); fails if any task failed, after the others finished,
+    so a retry of this task instance re-runs the group from committed offsets.
+
+    :param group: one group of a plan (usually mapped: ``.expand(group=plan.output)``). (templated)
+    :param connector_config: the connector config the plan was made from; only its
+        secret values are used, to fill the ``[hidden]`` values of the plan. (templated)
+    :param kafka_conn_id: Kafka connection.
+    :param worker_config: extra worker properties. (templated)
+    :param spark_conn_id: Spark connection (master, deploy mode), default ``spark_default``.
+    :param spark_conf: Spark settings added to the defaults. (templated)
+    :param in_process: run the tasks one after another in the Airflow worker,
+        without Spark -- for tiny runs. Default False.
+    :param work_dir: where the group and result JSON are written (must be readable
+        by the Spark driver); default a temporary directory.
+    """
+
+    template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
+    ui_color = "#f8e8c8"
+
+    def __init__(
+        self,
+        *,
+        group: dict[str, Any],
+        connector_config: dict[str, Any] | str,
+        kafka_conn_id: str = CopycatKafkaHook.default_conn_name,
+        worker_config: dict[str, Any] | None = None,
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        in_process: bool = False,
+        work_dir: str | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.group = group
+        self.connector_config = connector_config
+        self.kafka_conn_id = kafka_conn_id
+        self.worker_config = worker_config
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.in_process = in_process
+        self.work_dir = work_dir
+
+    def execute(self, context) -> dict:
+        group = self.group if isinstance(self.group, dict) else json.loads(self.group)
+        raw = connector_config.load_connector_config(self.connector_config)
+        _, cls, _ = connector_config.validate(raw)
+        secrets = {k: raw[k] for k in connector_config.secret_keys(raw, cls)}
+        worker_props = CopycatKafkaHook(self.kafka_conn_id).worker_props(self.worker_config)
+        self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
+                      len(group["tasks"]), " in process" if self.in_process else " on Spark")
+        if self.in_process:
+            result = run_group(group, worker_props, secrets)
+        else:
+            result = self._submit(group, worker_props, secrets)
+        for t in result["tasks"]:
+            self.log.info("task %s: %s, %s records, %s bytes, %s tolerated errors, %.1fs%s",
+                          t["task"], t["status"], t["records"], t["bytes"], t["errors"], t["duration_s"],
+                          f" -- {t['error']}" if t["error"] else "")
+        if result["status"] != "ok":
+            context["ti"].xcom_push(key="failed_result", value=result)
+            raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
+        return result
+
+    def _submit(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        work_dir = tempfile.mkdtemp(prefix="copycat-", dir=self.work_dir)
+        group_path = submit.write_json(group, os.path.join(work_dir, "group.json"))
+        result_path = os.path.join(work_dir, "result.json")
+        master = None
+        try:
+            master = SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master")
+        except Exception:  # a missing connection falls back to the hook's default
+            pass
+        conf = {**submit.default_spark_conf(master or "yarn"), **(self.spark_conf or {})}
+        hook = SparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf=conf,
+            py_files=submit.package_zip(),
+            env_vars=submit.submit_env(worker_props, secrets),
+            name=f"copycat-{group['connector']}-group-{group['group']}",
+            application_args=["--group", group_path, "--result", result_path],
+        )
+        submit_error = None
+        try:
+            hook.submit(application=submit.application_path())
+        except AirflowException as e:
+            submit_error = e
+        if not os.path.exists(result_path):
+            raise AirflowException(f"the Spark application wrote no result ({submit_error})")
+        with open(result_path, encoding="utf-8") as f:
+            return json.load(f)

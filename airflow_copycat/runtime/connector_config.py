@@ -1,0 +1,150 @@
+"""Connector configs: loading them and the framework's own keys.
+
+A connector config is a flat dict, as in Kafka Connect. It may come as
+Kafka Connect's connector JSON (``{"name": ..., "config": {...}}``), a plain
+JSON/YAML mapping, or a ``.properties`` file as ``connect-standalone`` takes.
+
+:data:`FRAMEWORK_CONFIG` holds the keys every connector has (Kafka Connect's
+``ConnectorConfig`` plus ``copycat.*``); :func:`validate` checks those, the
+connector's own :attr:`config_def`, its cross-key ``validate()`` and the
+converters, and reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping
+
+from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty, one_of
+from ..connect.errors import ConfigException, ConnectException
+from . import plugins
+from .worker import is_secret_key, load_properties
+
+FRAMEWORK_CONFIG = (
+    ConfigDef()
+    .define("name", ConfigType.STRING, validator=non_empty, importance="high",
+            doc="Unique connector name: keys its offsets and names its consumer group (connect-<name>).")
+    .define("connector.class", ConfigType.CLASS, validator=non_empty, importance="high",
+            doc="Kafka Connect class name, short alias, module:Class, or a plugin name.")
+    .define("tasks.max", ConfigType.INT, 1, in_range(1), importance="high",
+            doc="Most tasks (Spark tasks) the connector is split into.")
+    .define("key.converter", ConfigType.CLASS, None, doc="Overrides the worker's key.converter.")
+    .define("value.converter", ConfigType.CLASS, None, doc="Overrides the worker's value.converter.")
+    .define("copycat.groups.max", ConfigType.INT, 1, in_range(1),
+            doc="Most task groups: each group is one Spark application and one mapped Airflow task.")
+    .define("copycat.run.max.records", ConfigType.LONG, -1,
+            doc="Per-task record budget of one run (-1: none). The run commits and ends when reached.")
+    .define("copycat.run.max.ms", ConfigType.LONG, -1,
+            doc="Per-task time budget of one run in ms (-1: none). The run commits and ends when reached.")
+    .define("copycat.eof.timeout.ms", ConfigType.LONG, 300000, in_range(1000),
+            doc="Sinks: how long a run may take to reach the end of its partitions before it fails.")
+    .define("errors.tolerance", ConfigType.STRING, "none", one_of("none", "all"),
+            doc="none: a bad record fails the task, naming where it is; all: it is logged, "
+                "sent to the dead-letter queue if one is set, and skipped.")
+    .define("errors.log.enable", ConfigType.BOOLEAN, False, doc="Log every tolerated error.")
+    .define("errors.log.include.messages", ConfigType.BOOLEAN, False,
+            doc="Include the record's key and value in error logs.")
+    .define("errors.deadletterqueue.topic.name", ConfigType.STRING, "",
+            doc="Topic that receives records that failed with errors.tolerance=all (both sources and sinks).")
+    .define("errors.deadletterqueue.topic.replication.factor", ConfigType.INT, -1,
+            doc="Replication factor of the dead-letter topic when it is created.")
+    .define("errors.deadletterqueue.context.headers.enable", ConfigType.BOOLEAN, False,
+            doc="Add __connect.errors.* headers saying where and why a record failed.")
+    .define("topic.creation.default.partitions", ConfigType.INT, 1, in_range(1),
+            doc="Sources: partitions of a destination topic the framework creates when it is missing.")
+    .define("topic.creation.default.replication.factor", ConfigType.INT, -1,
+            doc="Sources: replication factor of created topics (-1: the broker's default).")
+)
+
+
+def load_connector_config(source: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A flat connector config from a dict, a JSON/YAML/``.properties`` file path, or JSON text.
+
+    Kafka Connect's REST shape ``{"name": N, "config": {...}}`` is unwrapped
+    (``name`` copied into the config).
+    """
+    if isinstance(source, Mapping):
+        doc: Any = dict(source)
+    else:
+        text = str(source)
+        if text.lstrip().startswith("{"):
+            doc = json.loads(text)
+        elif not os.path.exists(text):
+            raise ConnectException(f"connector config file {text!r} does not exist")
+        elif text.endswith(".properties"):
+            doc = load_properties(text)
+        else:
+            with open(text, encoding="utf-8") as f:
+                raw = f.read()
+            if text.endswith(".json"):
+                doc = json.loads(raw)
+            else:
+                import yaml
+
+                doc = yaml.safe_load(raw)
+            if not isinstance(doc, Mapping):
+                raise ConnectException(f"{text}: a connector config must be a mapping, got {type(doc).__name__}")
+    if isinstance(doc.get("config"), Mapping):
+        inner = dict(doc["config"])
+        if doc.get("name"):
+            inner.setdefault("name", doc["name"])
+        doc = inner
+    return {str(k): v for k, v in doc.items()}
+
+
+def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigProblem]]:
+    """Parse ``raw`` fully. Returns (parsed config, connector class or None, every problem).
+
+    The parsed config holds every raw key, typed where the framework or the
+    connector defines it.
+    """
+    values: dict[str, Any] = dict(raw)
+    fw_values, problems = FRAMEWORK_CONFIG._parse(raw)
+    values.update({k: v for k, v in fw_values.items() if k in FRAMEWORK_CONFIG.keys})
+    cls = None
+    if raw.get("connector.class"):
+        try:
+            cls = plugins.resolve_connector(str(raw["connector.class"]))
+        except ConnectException as e:
+            problems.append(ConfigProblem("connector.class", raw.get("connector.class"), str(e)))
+    if cls is not None:
+        own, own_problems = cls.check_config(raw)
+        problems += own_problems
+        values.update({k: v for k, v in own.items() if k in cls.config_def.keys})
+    for side in ("key.converter", "value.converter"):
+        if raw.get(side):
+            try:
+                plugins.resolve_converter(str(raw[side]))
+            except ConnectException as e:
+                problems.append(ConfigProblem(side, raw[side], str(e)))
+    return values, cls, problems
+
+
+def parse(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type]:
+    """Like :func:`validate`, raising one :class:`ConfigException` with every problem."""
+    values, cls, problems = validate(raw)
+    if problems:
+        raise ConfigException(problems, context=f"connector {raw.get('name')!r}" if raw.get("name") else None)
+    return values, cls
+
+
+def secret_keys(raw: Mapping[str, Any], cls: type | None) -> set[str]:
+    """Keys whose values are secrets: the connector's PASSWORD keys and any key named like one."""
+    keys = {k for k in raw if is_secret_key(k)}
+    if cls is not None:
+        keys |= {k for k in cls.config_def.secret_keys() if k in raw}
+    return keys
+
+
+HIDDEN = "[hidden]"
+
+
+def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
+    """A copy of ``config`` with the values of ``secrets`` replaced by ``[hidden]``."""
+    return {k: (HIDDEN if k in secrets and v not in (None, "") else v) for k, v in config.items()}
+
+
+def restore_secrets(config: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Put secret values from ``raw`` back where ``config`` has ``[hidden]``."""
+    return {k: (raw.get(k, v) if v == HIDDEN else v) for k, v in config.items()}

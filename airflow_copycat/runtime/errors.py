@@ -1,0 +1,133 @@
+"""Error handling of records in flight: tolerance, error log, dead-letter queue.
+
+Kafka Connect's ``errors.*`` keys, on both sides: with ``errors.tolerance=none``
+(the default) a record that fails conversion or a connector's decoding fails the
+task with the record's location; with ``all`` it is counted, logged if
+``errors.log.enable``, written to ``errors.deadletterqueue.topic.name`` if set
+(with ``__connect.errors.*`` headers if ``errors.deadletterqueue.context.headers.enable``),
+and skipped. A skipped record's offset still advances: it was handled, not lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Callable, Mapping
+
+from confluent_kafka import Producer
+
+from ..connect.errors import ConnectException
+
+log = logging.getLogger("airflow_copycat.errors")
+
+# Kafka Connect's DeadLetterQueueReporter header names.
+HEADER_PREFIX = "__connect.errors."
+H_TOPIC = HEADER_PREFIX + "topic"
+H_PARTITION = HEADER_PREFIX + "partition"
+H_OFFSET = HEADER_PREFIX + "offset"
+H_CONNECTOR = HEADER_PREFIX + "connector.name"
+H_TASK = HEADER_PREFIX + "task.id"
+H_STAGE = HEADER_PREFIX + "stage"
+H_CLASS = HEADER_PREFIX + "class.name"
+H_EXC_CLASS = HEADER_PREFIX + "exception.class.name"
+H_EXC_MESSAGE = HEADER_PREFIX + "exception.message"
+H_EXC_STACK = HEADER_PREFIX + "exception.stacktrace"
+H_SOURCE_PARTITION = HEADER_PREFIX + "source.partition"
+H_SOURCE_OFFSET = HEADER_PREFIX + "source.offset"
+
+
+class RecordFailed(ConnectException):
+    """A record failed and ``errors.tolerance`` is ``none``; the message says where."""
+
+
+class ErrorHandler:
+    """Decides what happens to a failed record; counts what it tolerated."""
+
+    def __init__(self, config: Mapping[str, Any], task_id: int, producer_factory: Callable[[], Producer] | None):
+        self.connector = str(config.get("name"))
+        self.task_id = task_id
+        self.tolerate = str(config.get("errors.tolerance", "none")).lower() == "all"
+        self.log_enabled = _bool(config.get("errors.log.enable"))
+        self.log_messages = _bool(config.get("errors.log.include.messages"))
+        self.dlq_topic = config.get("errors.deadletterqueue.topic.name") or ""
+        self.context_headers = _bool(config.get("errors.deadletterqueue.context.headers.enable"))
+        self._producer_factory = producer_factory
+        self._producer: Producer | None = None
+        self.count = 0
+        self.dlq_count = 0
+        self._dlq_errors: list[str] = []
+
+    def handle(
+        self,
+        stage: str,
+        error: Exception,
+        *,
+        location: str,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list | None = None,
+        kafka: tuple[str, int, int] | None = None,
+        source_partition: Any = None,
+        source_offset: Any = None,
+        class_name: str = "",
+    ) -> None:
+        """Raise :class:`RecordFailed` (tolerance none) or record the error and return."""
+        if not self.tolerate:
+            raise RecordFailed(
+                f"connector {self.connector} task {self.task_id}: {stage} failed for the record at {location}: "
+                f"{type(error).__name__}: {error}. Fix the data or the config, or set errors.tolerance=all "
+                f"(with errors.deadletterqueue.topic.name) to route such records aside."
+            ) from error
+        self.count += 1
+        if self.log_enabled:
+            extra = f" key={key!r:.200} value={value!r:.500}" if self.log_messages else ""
+            log.warning("connector %s task %s: tolerated %s error at %s: %s%s",
+                        self.connector, self.task_id, stage, location, error, extra)
+        if not self.dlq_topic:
+            return
+        hdrs = list(headers or [])
+        if self.context_headers:
+            import json
+
+            ctx = {
+                H_CONNECTOR: self.connector,
+                H_TASK: str(self.task_id),
+                H_STAGE: stage,
+                H_CLASS: class_name,
+                H_EXC_CLASS: type(error).__module__ + "." + type(error).__qualname__,
+                H_EXC_MESSAGE: str(error),
+                H_EXC_STACK: "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+            }
+            if kafka is not None:
+                ctx.update({H_TOPIC: kafka[0], H_PARTITION: str(kafka[1]), H_OFFSET: str(kafka[2])})
+            if source_partition is not None:
+                ctx[H_SOURCE_PARTITION] = json.dumps(source_partition, separators=(",", ":"))
+                ctx[H_SOURCE_OFFSET] = json.dumps(source_offset, separators=(",", ":"))
+            hdrs += [(k, v.encode("utf-8")) for k, v in ctx.items()]
+        if self._producer is None:
+            if self._producer_factory is None:
+                raise ConnectException("a dead-letter queue is configured but no producer is available")
+            self._producer = self._producer_factory()
+
+        def on_delivery(err, msg):
+            if err is not None:
+                self._dlq_errors.append(err.str())
+
+        self._producer.produce(self.dlq_topic, key=key, value=value, headers=hdrs, on_delivery=on_delivery)
+        self._producer.poll(0)
+        self.dlq_count += 1
+
+    def flush(self) -> None:
+        """Wait until every dead-lettered record is acknowledged; raise if one was not.
+        Called before offsets past those records are committed."""
+        if self._producer is not None:
+            left = self._producer.flush(60)
+            if left or self._dlq_errors:
+                raise ConnectException(
+                    f"connector {self.connector}: could not write to dead-letter queue {self.dlq_topic}: "
+                    + (self._dlq_errors[0] if self._dlq_errors else f"{left} records not acknowledged")
+                )
+
+
+def _bool(v) -> bool:
+    return v is True or str(v).lower() == "true"

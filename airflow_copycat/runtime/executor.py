@@ -1,0 +1,29 @@
+"""Running a task group in this process -- what one Spark task does for one task config,
+and what ``in_process`` mode does for a whole group."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from . import connector_config
+from .result import group_result
+from .sink import run_sink_task
+from .source import run_source_task
+from .worker import WorkerConfig
+
+
+def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
+             secrets: Mapping[str, Any] | None = None) -> dict:
+    """Run one task of a plan. ``secrets`` (connector keys -> values) replace the
+    ``[hidden]`` values the plan carries."""
+    task = dict(task)
+    task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
+    worker = WorkerConfig(worker_props, env={})
+    return (run_source_task if kind == "source" else run_sink_task)(task, worker)
+
+
+def run_group(group: Mapping[str, Any], worker_props: Mapping[str, Any],
+              secrets: Mapping[str, Any] | None = None) -> dict:
+    """Run every task of ``group`` one after the other in this process."""
+    results = [run_task(t, group["kind"], worker_props, secrets) for t in group["tasks"]]
+    return group_result(dict(group), results)

@@ -1,0 +1,232 @@
+"""Offset stores: where source offsets live between runs.
+
+The framework, never a task, writes offsets, and only after Kafka acknowledged
+every record up to them. Two stores, as in Kafka Connect:
+
+* :class:`KafkaOffsetStore` -- a compacted topic (default ``copycat-offsets``),
+  Kafka Connect's distributed-mode format: key = JSON ``[connector, partition]``,
+  value = JSON offset, ``null`` value = deleted. Reading takes the whole topic to
+  the end of every partition; the last value per key wins (the broker may not
+  have compacted yet).
+* :class:`FileOffsetStore` -- a local JSON file (``offset.storage.file.filename``),
+  for standalone use; safe for concurrent tasks on one machine (a file lock).
+
+Keys are compared by canonical JSON, so ``{"a":1,"b":2}`` and ``{"b":2,"a":1}``
+are the same partition.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import uuid
+from typing import Any, Sequence
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ..connect.assignment import canonical
+from ..connect.errors import ConnectException
+from ..connect.task import OffsetStorageReader
+from .kafka import admin_client, ensure_topic, existing_topics, read_to_end
+from .worker import WorkerConfig
+
+Offsets = dict  # canonical partition -> {"partition": ..., "offset": ...}
+
+
+def offset_key(connector: str, partition: Any) -> bytes:
+    """The offset topic key, byte-identical to Kafka Connect's (``["name",{...}]``)."""
+    return json.dumps([connector, partition], separators=(",", ":")).encode("utf-8")
+
+
+class OffsetStore:
+    """Reads and writes the source offsets of connectors."""
+
+    def read(self, connector: str) -> Offsets:
+        """Committed offsets of ``connector``: canonical partition -> ``{"partition", "offset"}``."""
+        raise NotImplementedError
+
+    def read_all(self) -> dict[str, Offsets]:
+        """Committed offsets of every connector in the store, by connector name."""
+        raise NotImplementedError
+
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+        """Durably store ``(partition, offset)`` pairs; an offset of ``None`` deletes the
+        partition's offset. Returns only once the store acknowledged all of them."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class KafkaOffsetStore(OffsetStore):
+    def __init__(self, worker: WorkerConfig):
+        self.worker = worker
+        self.topic = worker.offset_topic
+        self._producer: Producer | None = None
+        self._ensured = False
+
+    def describe(self) -> str:
+        return f"kafka topic {self.topic} at {self.worker.bootstrap_servers}"
+
+    def ensure_topic(self) -> None:
+        if self._ensured:
+            return
+        admin = admin_client(self.worker.admin_config())
+        ensure_topic(
+            admin,
+            self.topic,
+            partitions=int(self.worker.get("offset.storage.partitions")),
+            replication_factor=int(self.worker.get("offset.storage.replication.factor")),
+            config={"cleanup.policy": "compact"},
+        )
+        self._ensured = True
+
+    def read_all(self) -> dict[str, Offsets]:
+        self.ensure_topic()
+        admin = admin_client(self.worker.admin_config())
+        n = existing_topics(admin).get(self.topic, 0)
+        consumer = Consumer(self.worker.consumer_config(f"copycat-offset-reader-{uuid.uuid4().hex[:8]}"))
+        out: dict[str, Offsets] = {}
+        try:
+            tps = [TopicPartition(self.topic, p, 0) for p in range(n)]
+            for msg in read_to_end(consumer, tps):
+                try:
+                    connector, partition = json.loads(msg.key())
+                except (TypeError, ValueError):
+                    continue  # not an offset record (Kafka Connect writes only these)
+                offsets = out.setdefault(connector, {})
+                value = msg.value()
+                if value is None:
+                    offsets.pop(canonical(partition), None)
+                else:
+                    offsets[canonical(partition)] = {"partition": partition, "offset": json.loads(value)}
+        finally:
+            consumer.close()
+        return out
+
+    def read(self, connector: str) -> Offsets:
+        return self.read_all().get(connector, {})
+
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+        if not offsets:
+            return
+        self.ensure_topic()
+        if self._producer is None:
+            self._producer = Producer(self.worker.producer_config())
+        errors: list[str] = []
+
+        def on_delivery(err, msg):
+            if err is not None:
+                errors.append(err.str())
+
+        for partition, offset in offsets:
+            value = None if offset is None else json.dumps(offset, separators=(",", ":")).encode("utf-8")
+            self._producer.produce(self.topic, key=offset_key(connector, partition), value=value, on_delivery=on_delivery)
+        left = self._producer.flush(60)
+        if left or errors:
+            raise ConnectException(
+                f"could not write {len(offsets)} offset(s) of connector {connector!r} to {self.topic}: "
+                + (errors[0] if errors else f"{left} not acknowledged within 60s")
+            )
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._producer = None
+
+
+class FileOffsetStore(OffsetStore):
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+
+    def describe(self) -> str:
+        return f"file {self.path}"
+
+    def _load(self) -> dict[str, Offsets]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return {}
+        out: dict[str, Offsets] = {}
+        for entry in doc.get("offsets", []):
+            connector, partition = entry["key"]
+            out.setdefault(connector, {})[canonical(partition)] = {"partition": partition, "offset": entry["value"]}
+        return out
+
+    def read_all(self) -> dict[str, Offsets]:
+        with self._lock():
+            return self._load()
+
+    def read(self, connector: str) -> Offsets:
+        return self.read_all().get(connector, {})
+
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+        if not offsets:
+            return
+        with self._lock():
+            data = self._load()
+            mine = data.setdefault(connector, {})
+            for partition, offset in offsets:
+                if offset is None:
+                    mine.pop(canonical(partition), None)
+                else:
+                    mine[canonical(partition)] = {"partition": partition, "offset": offset}
+            doc = {
+                "offsets": [
+                    {"key": [c, e["partition"]], "value": e["offset"]}
+                    for c, entries in sorted(data.items())
+                    for _, e in sorted(entries.items())
+                ]
+            }
+            directory = os.path.dirname(self.path) or "."
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".offsets-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+    def _lock(self):
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        return _FileLock(self.path + ".lock")
+
+
+class _FileLock:
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def offset_store(worker: WorkerConfig) -> OffsetStore:
+    """The store the worker config names: the file if ``offset.storage.file.filename`` is set, else the topic."""
+    if worker.offset_file:
+        return FileOffsetStore(worker.offset_file)
+    return KafkaOffsetStore(worker)
+
+
+class SnapshotOffsetReader(OffsetStorageReader):
+    """An :class:`OffsetStorageReader` over offsets read once, at task start."""
+
+    def __init__(self, offsets: Offsets):
+        self._offsets = offsets
+
+    def offsets(self, partitions) -> dict[str, dict]:
+        out = {}
+        for p in partitions:
+            entry = self._offsets.get(canonical(p))
+            if entry is not None:
+                out[canonical(p)] = entry["offset"]
+        return out

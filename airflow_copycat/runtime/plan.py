@@ -1,0 +1,142 @@
+"""Plans: connector config -> task configs -> task groups.
+
+A plan is made where Airflow (or ``copycat plan``) runs, never on executors::
+
+    {"format": "copycat.plan/1", "connector": "logs", "kind": "source",
+     "connector_class": "airflow_copycat.connectors.filestream:FileStreamSourceConnector",
+     "created_at": "2026-11-22T01:00:00+00:00",
+     "config": {... connector config, secrets "[hidden]" ...},
+     "partitions": [{"filename": "/logs/a.log"}, ...]      # or [["topic", 0], ...] for sinks
+     "offsets": [{"partition": ..., "offset": ...}, ...],   # committed at plan time
+     "groups": [{"group": 0, "connector": "logs", "kind": "source",
+                 "tasks": [{"task": 0, "partitions": [...], "config": {...}}]}]}
+
+Task configs in a plan never carry secret values (they read ``[hidden]``); the
+runner puts them back from the connector config it was given
+(:func:`~.connector_config.restore_secrets`). Each group is run by one Spark
+application; each task of a group by one Spark task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Mapping
+
+from confluent_kafka import Consumer, TopicPartition
+
+from ..connect.assignment import assign, canonical
+from ..connect.connector import TASK_PARTITIONS_KEY, SinkConnector, task_partitions
+from ..connect.errors import ConnectException
+from . import connector_config, plugins
+from .kafka import admin_client, matching_partitions
+from .offsets import OffsetStore, offset_store
+from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
+from .worker import WorkerConfig
+
+PLAN_FORMAT = "copycat.plan/1"
+
+
+def make_plan(
+    raw_config: Mapping[str, Any],
+    worker: WorkerConfig,
+    *,
+    max_tasks: int | None = None,
+    max_groups: int | None = None,
+    previous: Mapping[str, Any] | None = None,
+    store: OffsetStore | None = None,
+) -> dict[str, Any]:
+    """Validate ``raw_config`` (one :class:`ConfigException` listing every problem), then
+    plan it. ``max_tasks`` / ``max_groups`` override ``tasks.max`` / ``copycat.groups.max``.
+    ``previous``, a plan made earlier, keeps partitions on the task they had (sticky)."""
+    raw = connector_config.load_connector_config(raw_config)
+    values, cls = connector_config.parse(raw)
+    name = values["name"]
+    tasks_max = int(max_tasks or values["tasks.max"])
+    groups_max = int(max_groups or values["copycat.groups.max"])
+    secrets = connector_config.secret_keys(raw, cls)
+    connector = cls()
+    connector.start(values)
+    try:
+        if issubclass(cls, SinkConnector):
+            partitions, task_cfgs, offsets = _plan_sink(connector, values, worker, tasks_max, previous)
+        else:
+            partitions, task_cfgs, offsets = _plan_source(connector, values, worker, tasks_max, previous, store)
+    finally:
+        connector.stop()
+    tasks = [
+        {
+            "task": i,
+            "partitions": task_partitions(cfg) if TASK_PARTITIONS_KEY in cfg else [list(tp) for tp in assigned_partitions(cfg)],
+            "config": connector_config.redact(cfg, secrets),
+        }
+        for i, cfg in enumerate(task_cfgs)
+    ]
+    n_groups = min(groups_max, len(tasks))
+    groups = [
+        {"group": g, "connector": name, "kind": plugins.connector_kind(cls), "tasks": tasks[g::n_groups]}
+        for g in range(n_groups)
+    ]
+    return {
+        "format": PLAN_FORMAT,
+        "connector": name,
+        "kind": plugins.connector_kind(cls),
+        "connector_class": plugins.class_path(cls),
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "bootstrap_servers": worker.bootstrap_servers,
+        "config": connector_config.redact({k: raw[k] for k in sorted(raw)}, secrets),
+        "partitions": partitions,
+        "offsets": offsets,
+        "groups": groups,
+    }
+
+
+def _previous_assignment(previous: Mapping[str, Any] | None) -> list[list[Any]] | None:
+    if not previous:
+        return None
+    tasks = sorted((t for g in previous.get("groups", []) for t in g["tasks"]), key=lambda t: t["task"])
+    return [t["partitions"] for t in tasks]
+
+
+def _plan_source(connector, values, worker, tasks_max, previous, store):
+    connector.previous_assignment = _previous_assignment(previous)
+    partitions = connector.partitions() or []
+    task_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
+    committed = (store or offset_store(worker)).read(values["name"])
+    offsets = [{"partition": e["partition"], "offset": e["offset"]} for _, e in sorted(committed.items())]
+    return partitions, task_cfgs, offsets
+
+
+def _plan_sink(connector, values, worker, tasks_max, previous):
+    topics = values.get("topics") or []
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    regex = values.get("topics.regex") or None
+    admin = admin_client(worker.admin_config())
+    tps = matching_partitions(admin, topics=topics, regex=regex)
+    missing = sorted(set(topics) - {t for t, _ in tps})
+    if missing:
+        raise ConnectException(f"connector {values['name']}: topic(s) {missing} do not exist")
+    base_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
+    groups = assign([list(tp) for tp in tps], len(base_cfgs), _previous_assignment(previous))
+    task_cfgs = [dict(base_cfgs[i], **{ASSIGNED_PARTITIONS_KEY: json.dumps(g)}) for i, g in enumerate(groups)]
+    offsets = []
+    if tps:
+        consumer = Consumer(worker.consumer_config(consumer_group(values["name"])))
+        try:
+            for tp in consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=30):
+                offsets.append({"partition": [tp.topic, tp.partition], "offset": tp.offset if tp.offset >= 0 else None})
+        finally:
+            consumer.close()
+    return [list(tp) for tp in tps], task_cfgs, offsets
+
+
+def validate_only(raw_config: Mapping[str, Any]) -> list[str]:
+    """Every problem of a connector config as text lines; ``[]`` when valid. Touches no external system."""
+    raw = connector_config.load_connector_config(raw_config)
+    _, _, problems = connector_config.validate(raw)
+    return [str(p) for p in problems]
+
+
+def plan_offsets_by_partition(plan: Mapping[str, Any]) -> dict[str, Any]:
+    return {canonical(o["partition"]): o["offset"] for o in plan.get("offsets", [])}

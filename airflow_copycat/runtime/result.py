@@ -1,0 +1,123 @@
+"""The result format of tasks and task groups.
+
+A task result (``TaskStats.to_dict()``)::
+
+    {"task": 0, "connector": "logs", "kind": "source", "status": "ok" | "failed",
+     "error": null | "message", "records": 10, "bytes": 450, "errors": 0,
+     "dead_lettered": 0, "duration_s": 1.2, "topics": {"logs": 10},
+     "partitions": [{"partition": {"filename": "/x"} | ["topic", 0],
+                     "offset_before": {...} | 17 | null, "offset_after": {...} | 27 | null,
+                     "records": 10, "bytes": 450}]}
+
+A group result is ``{"group": 0, "connector": ..., "kind": ..., "tasks": [task results...]}``
+plus totals; :func:`summarize` folds group results into the run summary the
+finish step records in XCom.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from ..connect.assignment import canonical
+
+
+class TaskStats:
+    def __init__(self, task: int, connector: str, kind: str):
+        self.task, self.connector, self.kind = task, connector, kind
+        self.started = time.monotonic()
+        self.partitions: dict[str, dict[str, Any]] = {}
+        self.topics: dict[str, int] = {}
+        self.errors = 0
+        self.dead_lettered = 0
+        self.status = "ok"
+        self.error: str | None = None
+        self.duration_s: float | None = None
+
+    def partition(self, partition: Any, offset_before: Any = None) -> dict[str, Any]:
+        key = canonical(partition)
+        entry = self.partitions.get(key)
+        if entry is None:
+            entry = self.partitions[key] = {
+                "partition": partition,
+                "offset_before": offset_before,
+                "offset_after": offset_before,
+                "records": 0,
+                "bytes": 0,
+            }
+        return entry
+
+    def count(self, partition: Any, topic: str | None, nbytes: int) -> None:
+        entry = self.partition(partition)
+        entry["records"] += 1
+        entry["bytes"] += nbytes
+        if topic is not None:
+            self.topics[topic] = self.topics.get(topic, 0) + 1
+
+    def fail(self, error: BaseException) -> None:
+        self.status = "failed"
+        self.error = f"{type(error).__name__}: {error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        parts = list(self.partitions.values())
+        return {
+            "task": self.task,
+            "connector": self.connector,
+            "kind": self.kind,
+            "status": self.status,
+            "error": self.error,
+            "records": sum(p["records"] for p in parts),
+            "bytes": sum(p["bytes"] for p in parts),
+            "errors": self.errors,
+            "dead_lettered": self.dead_lettered,
+            "duration_s": round(self.duration_s if self.duration_s is not None else time.monotonic() - self.started, 3),
+            "topics": dict(self.topics),
+            "partitions": parts,
+        }
+
+
+def group_result(group: dict, task_results: list[dict]) -> dict[str, Any]:
+    return {
+        "group": group["group"],
+        "connector": group["connector"],
+        "kind": group["kind"],
+        "status": "ok" if all(t["status"] == "ok" for t in task_results) else "failed",
+        "records": sum(t["records"] for t in task_results),
+        "bytes": sum(t["bytes"] for t in task_results),
+        "errors": sum(t["errors"] for t in task_results),
+        "tasks": task_results,
+    }
+
+
+def failures(group_results: Iterable[dict]) -> list[str]:
+    """One line per failed task, for the exception that fails the run."""
+    return [
+        f"task {t['task']} of group {g['group']}: {t['error']}"
+        for g in group_results
+        for t in g["tasks"]
+        if t["status"] != "ok"
+    ]
+
+
+def summarize(plan: dict, group_results: Iterable[dict]) -> dict[str, Any]:
+    """The run summary: totals, per-topic counts and per-partition offsets before/after."""
+    groups = [g for g in group_results if g]
+    tasks = [t for g in groups for t in g["tasks"]]
+    topics: dict[str, int] = {}
+    for t in tasks:
+        for name, n in t["topics"].items():
+            topics[name] = topics.get(name, 0) + n
+    return {
+        "connector": plan["connector"],
+        "kind": plan["kind"],
+        "status": "ok" if tasks and all(t["status"] == "ok" for t in tasks) or (not tasks and not plan["groups"]) else "failed",
+        "groups": len(groups),
+        "tasks": len(tasks),
+        "records": sum(t["records"] for t in tasks),
+        "bytes": sum(t["bytes"] for t in tasks),
+        "errors": sum(t["errors"] for t in tasks),
+        "dead_lettered": sum(t["dead_lettered"] for t in tasks),
+        "topics": topics,
+        "partitions": sorted((p for t in tasks for p in t["partitions"]), key=lambda p: canonical(p["partition"])),
+        "failures": failures(groups),
+    }

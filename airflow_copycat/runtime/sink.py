@@ -1,0 +1,176 @@
+"""The sink loop: read assigned partitions to their end -> convert -> put -> commit.
+
+A bounded run reads each assigned topic-partition from where the sink says
+(``context.offset`` in ``open``, for sinks that keep offsets in the destination),
+else from the consumer group's committed offset, else from the earliest offset,
+up to the end of the partition as seen during the run (EOF events; the
+partition is then paused, so later records wait for the next run). It calls
+``pre_commit`` every ``offset.flush.interval.ms`` and once more with
+``final=True`` at the end, and mirrors what ``pre_commit`` returned into the
+consumer group ``connect-<name>`` so lag tools see the sink's progress.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from ..connect.errors import ConnectException, RetriableException
+from ..connect.records import SinkRecord
+from ..connect.task import SinkTask, SinkTaskContext
+from . import plugins
+from .errors import ErrorHandler
+from .result import TaskStats
+from .worker import WorkerConfig
+
+log = logging.getLogger("airflow_copycat.sink")
+
+ASSIGNED_PARTITIONS_KEY = "copycat.assigned.partitions"
+"""Sink task config key: JSON list of ``[topic, partition]`` the task owns (set by the planner)."""
+
+_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+
+
+def assigned_partitions(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+    return [(str(t), int(p)) for t, p in json.loads(config.get(ASSIGNED_PARTITIONS_KEY) or "[]")]
+
+
+def consumer_group(connector: str) -> str:
+    """Kafka Connect's sink group name."""
+    return f"connect-{connector}"
+
+
+def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
+    """Run one sink task config (``{"task": id, "config": {...}}``) for one bounded run.
+    Returns the task result; failures are reported in it, not raised."""
+    config = dict(task["config"])
+    name = str(config["name"])
+    stats = TaskStats(int(task["task"]), name, "sink")
+    assigned = assigned_partitions(config)
+    consumer: Consumer | None = None
+    sink_task: SinkTask | None = None
+    opened = False
+    try:
+        consumer_overrides = {k[len("consumer.override."):]: v for k, v in config.items() if k.startswith("consumer.override.")}
+        consumer = Consumer(worker.consumer_config(consumer_group(name), consumer_overrides))
+        handler = ErrorHandler(config, stats.task, lambda: Producer(worker.producer_config()))
+        cls = plugins.resolve_connector(str(config["connector.class"]))
+        sink_task = cls().task_class()()
+        ctx = SinkTaskContext(config, assigned)
+        sink_task.initialize(ctx)
+        sink_task.start(config)
+        sink_task.open(assigned)
+        opened = True
+        key_conv = plugins.make_converter(config, worker.props, True)
+        value_conv = plugins.make_converter(config, worker.props, False)
+
+        start = dict(ctx.take_rewinds())
+        group_committed = consumer.committed([TopicPartition(t, p) for t, p in assigned], timeout=30) if assigned else []
+        for tp in group_committed:
+            if (tp.topic, tp.partition) not in start and tp.offset >= 0:
+                start[(tp.topic, tp.partition)] = tp.offset
+        for t, p in assigned:
+            stats.partition([t, p], start.get((t, p)))
+
+        positions: dict[tuple[str, int], int] = {tp: off for tp, off in start.items() if tp in set(assigned)}
+        committed: dict[tuple[str, int], int] = {}
+
+        def commit(final: bool):
+            safe = sink_task.pre_commit(dict(positions), final=final)
+            handler.flush()
+            safe = {tp: off for tp, off in (safe or {}).items() if committed.get(tp) != off}
+            if safe:
+                consumer.commit(offsets=[TopicPartition(t, p, off) for (t, p), off in safe.items()], asynchronous=False)
+                committed.update(safe)
+
+        pending = {tp for tp in assigned}
+        if assigned:
+            consumer.assign([TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in assigned])
+        max_records = int(config.get("copycat.run.max.records") or -1)
+        max_ms = int(config.get("copycat.run.max.ms") or -1)
+        eof_timeout = int(config.get("copycat.eof.timeout.ms") or 300000) / 1000.0
+        flush_every = worker.offset_flush_interval_ms / 1000.0
+        started = last_commit = time.monotonic()
+        seen = 0
+        while pending:
+            elapsed = time.monotonic() - started
+            if max_ms >= 0 and elapsed * 1000 >= max_ms or max_records >= 0 and seen >= max_records:
+                log.info("connector %s task %s: run budget spent before the end of %s", name, stats.task, sorted(pending))
+                break
+            if elapsed > eof_timeout:
+                raise RetriableException(
+                    f"did not reach the end of {sorted(pending)} within copycat.eof.timeout.ms={int(eof_timeout * 1000)}"
+                )
+            batch: list[SinkRecord] = []
+            for msg in consumer.consume(num_messages=500, timeout=0.5):
+                tp = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if tp in pending:
+                            pending.discard(tp)
+                            consumer.pause([TopicPartition(*tp)])
+                            positions.setdefault(tp, msg.offset())
+                            entry = stats.partition(list(tp))
+                            if entry["offset_before"] is None:
+                                entry["offset_before"] = msg.offset()
+                        continue
+                    if err.retriable():
+                        continue
+                    raise ConnectException(f"consumer error on {tp[0]}[{tp[1]}]: {err.str()}")
+                if tp not in pending:
+                    continue
+                entry = stats.partition(list(tp))
+                if entry["offset_before"] is None:
+                    entry["offset_before"] = msg.offset()
+                location = f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}"
+                headers = msg.headers() or []
+                try:
+                    key = key_conv.to_connect_data(tp[0], msg.key(), headers)
+                    value = value_conv.to_connect_data(tp[0], msg.value(), headers)
+                except Exception as e:
+                    handler.handle("VALUE_CONVERTER", e, location=location, key=msg.key(), value=msg.value(),
+                                   headers=headers, kafka=(tp[0], tp[1], msg.offset()))
+                    stats.errors = handler.count
+                    positions[tp] = msg.offset() + 1
+                    continue
+                ts_type, ts = msg.timestamp()
+                batch.append(SinkRecord(
+                    topic=tp[0], kafka_partition=tp[1], key_schema=key.schema, key=key.value,
+                    value_schema=value.schema, value=value.value, timestamp=ts if ts_type else None,
+                    headers=headers, kafka_offset=msg.offset(), timestamp_type=_TIMESTAMP_TYPES.get(ts_type),
+                ))
+                positions[tp] = msg.offset() + 1
+                stats.count(list(tp), tp[0], len(msg.value() or b"") + len(msg.key() or b""))
+                seen += 1
+            if batch:
+                sink_task.put(batch)
+            rewinds = ctx.take_rewinds()
+            for tp, off in rewinds.items():
+                consumer.seek(TopicPartition(tp[0], tp[1], off))
+                positions[tp] = off
+            if time.monotonic() - last_commit >= flush_every:
+                commit(final=False)
+                last_commit = time.monotonic()
+        commit(final=True)
+        for tp, off in positions.items():
+            stats.partition(list(tp))["offset_after"] = committed.get(tp, stats.partition(list(tp))["offset_before"])
+        stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
+    except Exception as e:
+        log.exception("connector %s task %s failed", name, stats.task)
+        stats.fail(e)
+    finally:
+        if sink_task is not None:
+            try:
+                if opened:
+                    sink_task.close(assigned)
+                sink_task.stop()
+            except Exception:
+                log.exception("connector %s task %s: close/stop raised", name, stats.task)
+        if consumer is not None:
+            consumer.close()
+    return stats.to_dict()

@@ -1,0 +1,180 @@
+"""The source loop: poll -> convert -> produce -> commit offsets, for one bounded run.
+
+Offsets are committed (written to the offset store) only after ``producer.flush()``
+returned with every record up to them acknowledged; a delivery failure fails the
+task without committing. The run ends when ``poll()`` returns ``None`` (caught
+up) or the run's budget (``copycat.run.max.records`` / ``copycat.run.max.ms``)
+is spent; offsets are committed every ``offset.flush.interval.ms`` and at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping
+
+from confluent_kafka import Producer
+
+from ..connect.assignment import canonical
+from ..connect.errors import ConnectException
+from ..connect.connector import task_partitions
+from ..connect.task import SourceTask, SourceTaskContext
+from . import plugins
+from .errors import ErrorHandler
+from .kafka import admin_client, ensure_topic, existing_topics
+from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
+from .result import TaskStats
+from .worker import WorkerConfig
+
+log = logging.getLogger("airflow_copycat.source")
+
+
+class _Context(SourceTaskContext):
+    def __init__(self, config, reader, handler: ErrorHandler, on_skip):
+        super().__init__(config, reader)
+        self._handler = handler
+        self._on_skip = on_skip
+
+    def report_error(self, error, *, source_partition, source_offset, raw=None, location=""):
+        self._handler.handle(
+            "SOURCE_TASK", error, location=location or f"partition {source_partition} offset {source_offset}",
+            value=raw, source_partition=source_partition, source_offset=source_offset,
+        )
+        self._on_skip(source_partition, source_offset)
+
+
+def _overrides(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: OffsetStore | None = None) -> dict:
+    """Run one source task config (``{"task": id, "config": {...}}``) for one bounded run.
+
+    Returns the task result (see :mod:`.result`); a failure is reported in the
+    result (``status: failed``), never raised, so one task's failure does not hide
+    the others' results.
+    """
+    config = dict(task["config"])
+    name = str(config["name"])
+    stats = TaskStats(int(task["task"]), name, "source")
+    store = store or offset_store(worker)
+    producer: Producer | None = None
+    source_task: SourceTask | None = None
+    try:
+        producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
+        producer = Producer(producer_cfg)
+        handler = ErrorHandler(config, stats.task, lambda: producer)
+        committed = store.read(name)
+        for partition in task_partitions(config):
+            stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
+        pending: dict[str, tuple[Any, Any]] = {}
+
+        def mark(partition, offset):
+            if partition is None:
+                return
+            key = canonical(partition)
+            if key not in stats.partitions:
+                before = committed.get(key, {}).get("offset")
+                stats.partition(partition, before)
+            stats.partitions[key]["offset_after"] = offset
+            pending[key] = (partition, offset)
+
+        ctx = _Context(config, SnapshotOffsetReader(committed), handler, mark)
+        cls = plugins.resolve_connector(str(config["connector.class"]))
+        source_task = cls().task_class()()
+        source_task.initialize(ctx)
+        source_task.start(config)
+        key_conv = plugins.make_converter(config, worker.props, True)
+        value_conv = plugins.make_converter(config, worker.props, False)
+
+        delivery_errors: list[str] = []
+
+        def on_delivery(err, msg):
+            if err is not None:
+                delivery_errors.append(f"{msg.topic()}: {err.str()}")
+
+        def commit():
+            handler.flush()
+            left = producer.flush(120)
+            if left or delivery_errors:
+                why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {delivery_errors[0]}"
+                raise ConnectException(why + "; offsets were not committed past them")
+            if pending:
+                store.write(name, list(pending.values()))
+                pending.clear()
+            source_task.commit()
+
+        admin = admin_client(worker.admin_config())
+        known_topics = existing_topics(admin)
+        new_partitions = int(config.get("topic.creation.default.partitions") or 1)
+        new_rf = int(config.get("topic.creation.default.replication.factor") or -1)
+        max_records = int(config.get("copycat.run.max.records") or -1)
+        max_ms = int(config.get("copycat.run.max.ms") or -1)
+        flush_every = worker.offset_flush_interval_ms / 1000.0
+        last_commit = started = time.monotonic()
+        produced = 0
+        while True:
+            if max_records >= 0 and produced >= max_records:
+                log.info("connector %s task %s: record budget of %s reached", name, stats.task, max_records)
+                break
+            if max_ms >= 0 and (time.monotonic() - started) * 1000 >= max_ms:
+                log.info("connector %s task %s: time budget of %s ms reached", name, stats.task, max_ms)
+                break
+            batch = source_task.poll()
+            if batch is None:
+                break
+            if not batch:
+                time.sleep(0.05)
+            for record in batch:
+                if record.topic not in known_topics:
+                    ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
+                location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
+                try:
+                    key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
+                    value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
+                except Exception as e:  # conversion failure: the handler raises or tolerates
+                    handler.handle("VALUE_CONVERTER", e, location=location, headers=list(record.headers),
+                                   source_partition=record.source_partition, source_offset=record.source_offset,
+                                   value=str(record.value).encode("utf-8", "replace") if record.value is not None else None)
+                    stats.errors = handler.count
+                    mark(record.source_partition, record.source_offset)
+                    continue
+                kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+                if record.kafka_partition is not None:
+                    kwargs["partition"] = record.kafka_partition
+                if record.timestamp is not None:
+                    kwargs["timestamp"] = record.timestamp
+                if record.headers:
+                    kwargs["headers"] = list(record.headers)
+                while True:
+                    try:
+                        producer.produce(record.topic, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.5)
+                producer.poll(0)
+                produced += 1
+                mark(record.source_partition, record.source_offset)
+                stats.count(record.source_partition, record.topic, len(value or b"") + len(key or b""))
+            stats.errors = handler.count
+            stats.dead_lettered = handler.dlq_count
+            if time.monotonic() - last_commit >= flush_every:
+                commit()
+                last_commit = time.monotonic()
+        commit()
+        stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
+    except Exception as e:
+        log.exception("connector %s task %s failed", name, stats.task)
+        stats.fail(e)
+    finally:
+        if source_task is not None:
+            try:
+                source_task.stop()
+            except Exception:  # stop() must not hide the run's outcome
+                log.exception("connector %s task %s: stop() raised", name, stats.task)
+        if producer is not None:
+            producer.flush(30)
+        store.close()
+        stats.duration_s = None
+    return stats.to_dict()

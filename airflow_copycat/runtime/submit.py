@@ -1,0 +1,107 @@
+"""What it takes to run a task group as a PySpark application.
+
+Shared by the Airflow run operator (which hands these to the Spark provider's
+``SparkSubmitHook``) and ``copycat run --master`` (which calls ``spark-submit``
+itself), so both submit the same application the same way:
+
+* the application: ``spark_apps/task_group.py`` of this installation;
+* ``--py-files``: a zip of the ``airflow_copycat`` package built from this
+  installation, so executors need only confluent-kafka, pyarrow and fsspec
+  installed, not airflow-copycat itself (:func:`package_zip`);
+* the environment: worker config and secrets as JSON (never on disk),
+  ``PYSPARK_PYTHON`` = this interpreter unless set, ``PATH`` with pyspark's ``bin``;
+* Spark settings that make local start-up fast (:func:`default_spark_conf`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+WORKER_ENV = "COPYCAT_WORKER_JSON"
+SECRETS_ENV = "COPYCAT_SECRETS_JSON"
+
+_LOCAL_FAST_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+}
+
+
+def application_path() -> str:
+    """Path of the PySpark entry script of this installation."""
+    spec = importlib.util.find_spec("spark_apps")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("package spark_apps is not installed next to airflow_copycat")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "task_group.py")
+
+
+def default_spark_conf(master: str | None) -> dict[str, str]:
+    """Settings for a fast start on a single machine (``local[...]`` or a master on
+    127.0.0.1); none for remote clusters."""
+    if master and (master.startswith("local") or "127.0.0.1" in master or "localhost" in master):
+        return dict(_LOCAL_FAST_CONF)
+    return {"spark.ui.showConsoleProgress": "false"}
+
+
+def package_zip(dest_dir: str | None = None) -> str:
+    """A zip of the ``airflow_copycat`` package for ``--py-files``; rebuilt only when a
+    source file changed (its name carries a hash of the contents)."""
+    root = Path(importlib.util.find_spec("airflow_copycat").submodule_search_locations[0])
+    files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(str(p.relative_to(root)).encode())
+        digest.update(p.read_bytes())
+    dest = Path(dest_dir or tempfile.gettempdir())
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"airflow_copycat-{digest.hexdigest()[:16]}.zip"
+    if not path.exists():
+        tmp = path.with_suffix(".zip.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, str(Path("airflow_copycat") / p.relative_to(root)))
+        os.replace(tmp, path)
+    return str(path)
+
+
+def submit_env(worker_props: Mapping[str, Any], secrets: Mapping[str, Any], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment variables for the spark-submit process."""
+    base = os.environ if base is None else base
+    env = {
+        WORKER_ENV: json.dumps(dict(worker_props), default=str),
+        SECRETS_ENV: json.dumps(dict(secrets), default=str),
+        "PYSPARK_PYTHON": base.get("PYSPARK_PYTHON") or sys.executable,
+    }
+    bins = [str(Path(sys.executable).parent)]
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.submodule_search_locations:
+        bins.append(str(Path(list(spec.submodule_search_locations)[0]) / "bin"))
+    env["PATH"] = os.pathsep.join(bins + [base.get("PATH", "")])
+    if base.get("JAVA_HOME"):
+        env["JAVA_HOME"] = base["JAVA_HOME"]
+    return env
+
+
+def spark_submit_binary() -> str:
+    """``spark-submit`` next to this interpreter (the pyspark wheel installs it), else from PATH."""
+    candidate = Path(sys.executable).parent / "spark-submit"
+    return str(candidate) if candidate.exists() else "spark-submit"
+
+
+def write_json(doc: Any, path: str) -> str:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,169 @@
+"""Worker configuration: Kafka Connect's worker properties.
+
+A :class:`WorkerConfig` holds what a Kafka Connect worker's properties file holds
+and what every task of a run shares: ``bootstrap.servers`` and the other Kafka
+client keys (``security.protocol``, ``sasl.*``, ``ssl.*``, ``client.id``), the
+default ``key.converter`` / ``value.converter`` (and their ``*.converter.*``
+settings), offset storage (``offset.storage.topic``, or
+``offset.storage.file.filename`` for standalone use), ``offset.flush.interval.ms``
+and per-client overrides (``producer.*``, ``consumer.*``, ``admin.*``).
+
+Environment variables override the file: ``COPYCAT_BOOTSTRAP_SERVERS`` sets
+``bootstrap.servers`` (upper case, ``.`` -> ``_``; ``__`` -> ``.`` is not needed
+for the keys above). The worker config may hold secrets (SASL passwords): it is
+passed to Spark through the environment, never written to disk by the framework.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+DEFAULTS: dict[str, Any] = {
+    "key.converter": JSON_CONVERTER,
+    "value.converter": JSON_CONVERTER,
+    "offset.storage.topic": "copycat-offsets",
+    "offset.storage.partitions": 25,
+    "offset.storage.replication.factor": -1,
+    "offset.flush.interval.ms": 10000,
+}
+
+_CLIENT_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "reconnect.", "retry.")
+_CLIENT_KEYS = {"bootstrap.servers", "client.id", "client.dns.lookup", "metadata.max.age.ms", "request.timeout.ms"}
+_ENV_KEYS = (
+    "bootstrap.servers",
+    "key.converter",
+    "value.converter",
+    "offset.storage.topic",
+    "offset.storage.file.filename",
+    "offset.storage.partitions",
+    "offset.storage.replication.factor",
+    "offset.flush.interval.ms",
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+)
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "keystore")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a config key's value must be hidden (passwords, tokens, JAAS configs)."""
+    k = key.lower()
+    return any(w in k for w in _SECRET_WORDS)
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a Java ``.properties`` file (``key=value`` or ``key: value``, ``#``/``!`` comments,
+    trailing ``\\`` continuations)."""
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        pending = ""
+        for line in f:
+            line = line.rstrip("\n").rstrip("\r")
+            stripped = line.strip() if not pending else line.lstrip()
+            if not pending and (not stripped or stripped[0] in "#!"):
+                continue
+            if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+                pending += stripped[:-1]
+                continue
+            stripped, pending = pending + stripped, ""
+            sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+            if sep < 0:
+                props[stripped.strip()] = ""
+            else:
+                props[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return props
+
+
+class WorkerConfig:
+    """Worker properties with defaults; see the module docstring for the keys."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None, *, env: Mapping[str, str] | None = None):
+        merged: dict[str, Any] = dict(DEFAULTS)
+        merged.update({k: v for k, v in (props or {}).items() if v is not None})
+        for key in _ENV_KEYS:
+            value = (env if env is not None else os.environ).get("COPYCAT_" + key.upper().replace(".", "_"))
+            if value:
+                merged[key] = value
+        self.props = merged
+
+    @classmethod
+    def from_file(cls, path: str | None, *, env: Mapping[str, str] | None = None) -> "WorkerConfig":
+        return cls(load_properties(path) if path else {}, env=env)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.props.get(key, default)
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        return self.props.get("bootstrap.servers")
+
+    @property
+    def offset_topic(self) -> str:
+        return str(self.props["offset.storage.topic"])
+
+    @property
+    def offset_file(self) -> str | None:
+        return self.props.get("offset.storage.file.filename") or None
+
+    @property
+    def offset_flush_interval_ms(self) -> int:
+        return int(self.props["offset.flush.interval.ms"])
+
+    def client_config(self) -> dict[str, Any]:
+        """Keys every Kafka client gets (bootstrap, security)."""
+        if not self.bootstrap_servers:
+            raise ValueError("bootstrap.servers is not set: give a worker properties file, "
+                             "a Kafka connection, or COPYCAT_BOOTSTRAP_SERVERS")
+        return {
+            k: v
+            for k, v in self.props.items()
+            if k in _CLIENT_KEYS or k.startswith(_CLIENT_PREFIXES)
+        }
+
+    def _prefixed(self, prefix: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        out = {k[len(prefix):]: v for k, v in self.props.items() if k.startswith(prefix)}
+        out.update(overrides or {})
+        return out
+
+    def producer_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Producer settings: idempotent, acks=all, Java's murmur2 partitioner so keyed records
+        land where Kafka Connect's would; then ``producer.*``, then ``overrides``."""
+        cfg = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 20,
+            "partitioner": "murmur2_random",
+            **self.client_config(),
+        }
+        cfg.update(self._prefixed("producer.", overrides))
+        return cfg
+
+    def consumer_config(self, group_id: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Consumer settings for assign()-based bounded reads: no auto commit, EOF events on."""
+        cfg = {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            **self.client_config(),
+        }
+        cfg.update(self._prefixed("consumer.", overrides))
+        cfg["enable.partition.eof"] = True  # bounded runs depend on it
+        return cfg
+
+    def admin_config(self) -> dict[str, Any]:
+        cfg = self.client_config()
+        cfg.update(self._prefixed("admin.", None))
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.props)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The properties with secret values hidden, for logs and XCom."""
+        return {k: ("[hidden]" if is_secret_key(k) else v) for k, v in self.props.items()}

@@ -1,0 +1,449 @@
+"""FileStreamSource against real files: offsets, partial lines, globs, rotation, truncation, errors.
+
+No Kafka here: the tests drive the connector and task as the runtime does
+(parse, start, task_configs, initialize, start, poll until ``None``) and keep
+"committed" offsets in a dict, the last offset of each partition of a run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from airflow_copycat.connect import (
+    ConfigException,
+    ConnectException,
+    OffsetStorageReader,
+    Schema,
+    SourceTaskContext,
+    task_partitions,
+)
+from airflow_copycat.connect.assignment import canonical
+from airflow_copycat.connectors.filestream import FileStreamSourceConnector, FileStreamSourceTask
+
+
+class DictOffsetReader(OffsetStorageReader):
+    """Committed offsets held in a dict keyed by canonical partition JSON."""
+
+    def __init__(self, committed: dict | None = None):
+        self.committed = dict(committed or {})
+
+    def offsets(self, partitions):
+        keys = [canonical(p) for p in partitions]
+        return {k: self.committed[k] for k in keys if k in self.committed}
+
+
+class RecordingContext(SourceTaskContext):
+    """errors.tolerance=all: remember every reported error and carry on."""
+
+    def __init__(self, config, reader):
+        super().__init__(config, reader)
+        self.errors = []
+
+    def report_error(self, error, *, source_partition, source_offset, raw=None, location=""):
+        self.errors.append(dict(error=error, partition=source_partition, offset=source_offset, raw=raw,
+                                location=location))
+
+
+def plan(config: dict, max_tasks: int = 1) -> list[dict]:
+    connector = FileStreamSourceConnector()
+    connector.start(FileStreamSourceConnector.parse_config(config))
+    try:
+        return connector.task_configs(max_tasks)
+    finally:
+        connector.stop()
+
+
+def start_task(task_config: dict, committed: dict | None = None, context_class=SourceTaskContext):
+    task = FileStreamSourceTask()
+    task.initialize(context_class(task_config, DictOffsetReader(committed)))
+    task.start(task_config)
+    return task
+
+
+def drain(task, committed: dict | None = None, limit: int = 10_000) -> list:
+    """Poll until the task is caught up; record each partition's last offset in ``committed``."""
+    records = []
+    for _ in range(limit):
+        batch = task.poll()
+        if batch is None:
+            break
+        records += batch
+    else:
+        pytest.fail("task never reported being caught up")
+    if committed is not None:
+        for r in records:
+            committed[canonical(r.source_partition)] = r.source_offset
+    return records
+
+
+def run(config: dict, committed: dict | None = None, context_class=SourceTaskContext) -> list:
+    """One bounded run of every task of a fresh plan; returns the records."""
+    records = []
+    for tc in plan(config):
+        task = start_task(tc, committed, context_class)
+        try:
+            records += drain(task, committed)
+        finally:
+            task.stop()
+    return records
+
+
+def values(records) -> list[str]:
+    return [r.value for r in records]
+
+
+def config_for(path, **extra) -> dict:
+    return {"file": str(path), "topic": "lines", **extra}
+
+
+# ------------------------------------------------------------------ records and offsets
+
+
+def test_records_match_kafka_connect_filestream_source(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes("first\nsécond\r\nthird\n".encode())
+    records = run(config_for(path))
+    assert values(records) == ["first", "sécond", "third"]
+    r = records[1]
+    assert r.topic == "lines" and r.key is None and r.key_schema is None
+    assert r.value_schema == Schema.STRING and r.kafka_partition is None
+    assert r.source_partition == {"filename": str(path)}
+    # byte offsets after each line; "é" is two bytes in utf-8
+    assert [x.source_offset["position"] for x in records] == [6, 15, 21]
+    assert set(r.source_offset) == {"position", "inode", "fingerprint", "fingerprint.length"}
+    assert r.source_offset["inode"] == os.stat(path).st_ino
+
+
+def test_partial_last_line_is_held_back_until_complete(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"one\ntw")
+    tc = plan(config_for(path))[0]
+    task = start_task(tc)
+    first = drain(task)
+    assert values(first) == ["one"]
+    assert first[-1].source_offset["position"] == 4
+    with open(path, "ab") as f:
+        f.write(b"o\nthr")
+    second = drain(task)
+    assert values(second) == ["two"]
+    assert second[-1].source_offset["position"] == 8
+    task.stop()
+
+
+def test_restart_from_committed_offset_emits_nothing_before_it(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_text("1\n2\n3\n")
+    committed = {}
+    assert values(run(config_for(path), committed)) == ["1", "2", "3"]
+    assert values(run(config_for(path), committed)) == []
+    with open(path, "a") as f:
+        f.write("4\n5\n")
+    assert values(run(config_for(path), committed)) == ["4", "5"]
+
+
+def test_position_only_offset_from_kafka_connect_is_resumed(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_text("1\n2\n3\n")
+    committed = {canonical({"filename": str(path)}): {"position": 4}}
+    assert values(run(config_for(path), committed)) == ["3"]
+
+
+def test_poll_returns_at_most_batch_size_records(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_text("".join(f"{i}\n" for i in range(10)))
+    task = start_task(plan(config_for(path, **{"batch.size": 3}))[0])
+    sizes = []
+    while (batch := task.poll()) is not None:
+        sizes.append(len(batch))
+    assert sizes == [3, 3, 3, 1]
+    task.stop()
+
+
+def test_other_encoding(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes("café\nnaïve\n".encode("latin-1"))
+    records = run(config_for(path, encoding="latin-1"))
+    assert values(records) == ["café", "naïve"]
+    assert records[-1].source_offset["position"] == 11
+
+
+def test_fingerprint_widens_as_the_file_grows(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_text("short\n")
+    committed = {}
+    first = run(config_for(path), committed)
+    assert first[-1].source_offset["fingerprint.length"] == 6
+    with open(path, "a") as f:
+        f.write("x" * 2000 + "\n")
+    second = run(config_for(path), committed)
+    assert second[-1].source_offset["fingerprint.length"] == 1024
+
+
+# ------------------------------------------------------------------ globs, partitions, tasks
+
+
+def test_glob_gives_one_partition_per_file_spread_over_tasks(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.log").write_text(f"{name}1\n{name}2\n")
+    (tmp_path / "ignored.txt").write_text("no\n")
+    (tmp_path / "dir.log").mkdir()
+    config = config_for(tmp_path / "*.log")
+    connector = FileStreamSourceConnector()
+    connector.start(FileStreamSourceConnector.parse_config(config))
+    assert connector.partitions() == [{"filename": str(tmp_path / f"{n}.log")} for n in "abc"]
+
+    task_configs = plan(config, max_tasks=2)
+    assert len(task_configs) == 2
+    assigned = [[p["filename"] for p in task_partitions(tc)] for tc in task_configs]
+    assert sorted(sum(assigned, [])) == [str(tmp_path / f"{n}.log") for n in "abc"]
+    for tc, files in zip(task_configs, assigned):
+        task = start_task(tc)
+        records = drain(task)
+        task.stop()
+        assert {r.source_partition["filename"] for r in records} == set(files)
+        assert len(records) == 2 * len(files)
+
+
+def test_files_list_and_file_are_combined(tmp_path):
+    for name in ("a.log", "b.log", "c.txt"):
+        (tmp_path / name).write_text(name + "\n")
+    config = {"file": str(tmp_path / "a.log"), "files": f"{tmp_path}/b.log, {tmp_path}/*.txt", "topic": "t"}
+    assert sorted(values(run(config))) == ["a.log", "b.log", "c.txt"]
+
+
+def test_new_file_is_found_by_the_next_plan_not_by_a_running_task(tmp_path):
+    (tmp_path / "a.log").write_text("a\n")
+    config = config_for(tmp_path / "*.log")
+    task = start_task(plan(config)[0])
+    (tmp_path / "b.log").write_text("b\n")
+    assert values(drain(task)) == ["a"]
+    task.stop()
+    connector = FileStreamSourceConnector()
+    connector.start(FileStreamSourceConnector.parse_config(config))
+    assert len(connector.partitions()) == 2
+
+
+def test_glob_matching_nothing_is_valid_but_has_no_partitions(tmp_path):
+    config = config_for(tmp_path / "*.log")
+    values_ = FileStreamSourceConnector.parse_config(config)
+    connector = FileStreamSourceConnector()
+    connector.start(values_)
+    assert connector.partitions() == []
+    assert connector.task_configs(3) == []
+
+
+def test_missing_literal_file_is_read_once_it_appears(tmp_path):
+    path = tmp_path / "later.log"
+    tc = plan(config_for(path))[0]
+    task = start_task(tc)
+    assert task.poll() is None
+    path.write_text("hello\n")
+    assert values(drain(task)) == ["hello"]
+    task.stop()
+
+
+# ------------------------------------------------------------------ rotation and truncation
+
+
+def test_rotation_between_runs_loses_and_duplicates_nothing(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n")
+    committed = {}
+    assert values(run(config_for(path), committed)) == ["1", "2"]
+    with open(path, "a") as f:
+        f.write("3\n")  # written after the run, before rotation
+    os.rename(path, tmp_path / "app.log.1")
+    with open(tmp_path / "app.log.1", "a") as f:
+        f.write("4\n")  # the writer still had the old file open
+    path.write_text("5\n6\n")
+    records = run(config_for(path), committed)
+    assert values(records) == ["3", "4", "5", "6"]
+    assert values(run(config_for(path), committed)) == []
+
+
+def test_rotation_between_runs_resumed_half_way_through_the_old_file(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n")
+    committed = {}
+    run(config_for(path), committed)
+    with open(path, "a") as f:
+        f.write("2\n3\n4\n")
+    os.rename(path, tmp_path / "app.log.1")
+    path.write_text("5\n")
+    task = start_task(plan(config_for(path, **{"batch.size": 2}))[0], committed)
+    batch = task.poll()
+    task.stop()  # the run dies after one batch: only that batch is committed
+    assert values(batch) == ["2", "3"]
+    for r in batch:
+        committed[canonical(r.source_partition)] = r.source_offset
+    assert values(run(config_for(path), committed)) == ["4", "5"]
+
+
+def test_rotated_file_that_was_deleted_is_reported(tmp_path, caplog):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n")
+    committed = {}
+    run(config_for(path), committed)
+    os.rename(path, tmp_path / "app.log.1")
+    os.remove(tmp_path / "app.log.1")
+    path.write_text("new\n")
+    with caplog.at_level(logging.WARNING):
+        assert values(run(config_for(path), committed)) == ["new"]
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert str(path) in warning and "after byte 4" in warning
+
+
+def test_rotation_during_a_run_drains_the_old_file_first(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n3\n")
+    task = start_task(plan(config_for(path, **{"batch.size": 2}))[0])
+    first = task.poll()
+    assert values(first) == ["1", "2"]
+    os.rename(path, tmp_path / "app.log.1")
+    with open(tmp_path / "app.log.1", "a") as f:
+        f.write("4\n5")  # late writes to the old file, the last one without newline
+    path.write_text("6\n7\n")
+    rest = drain(task)
+    task.stop()
+    assert values(first + rest) == ["1", "2", "3", "4", "5", "6", "7"]
+    old, new = rest[2], rest[3]
+    assert old.source_offset["position"] == 9 and new.source_offset["position"] == 2
+    assert old.source_offset["inode"] != new.source_offset["inode"]
+
+
+def test_rotation_during_a_run_before_the_new_file_exists(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n")
+    task = start_task(plan(config_for(path))[0])
+    assert values(drain(task)) == ["1"]
+    os.rename(path, tmp_path / "app.log.1")
+    with open(tmp_path / "app.log.1", "a") as f:
+        f.write("2\n")
+    assert values(drain(task)) == ["2"]
+    path.write_text("3\n")
+    assert values(drain(task)) == ["3"]
+    task.stop()
+
+
+def test_copytruncate_rotation_between_runs_reads_the_copy(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n")
+    committed = {}
+    run(config_for(path), committed)
+    with open(path, "a") as f:
+        f.write("3\n")
+    (tmp_path / "app.log.1").write_bytes(path.read_bytes())  # logrotate copytruncate: copy ...
+    with open(path, "r+b") as f:
+        f.truncate(0)  # ... then truncate in place (same inode)
+    with open(path, "ab") as f:
+        f.write(b"4\n")
+    assert values(run(config_for(path), committed)) == ["3", "4"]
+
+
+def test_truncated_file_restarts_at_zero_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "app.log"
+    path.write_text("a long first line\nsecond\n")
+    committed = {}
+    run(config_for(path), committed)
+    inode = os.stat(path).st_ino
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(b"x\n")
+    assert os.stat(path).st_ino == inode
+    with caplog.at_level(logging.WARNING):
+        assert values(run(config_for(path), committed)) == ["x"]
+    assert any("truncated" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
+
+
+def test_truncation_during_a_run(tmp_path, caplog):
+    path = tmp_path / "app.log"
+    path.write_text("one\ntwo\n")
+    task = start_task(plan(config_for(path))[0])
+    assert values(drain(task)) == ["one", "two"]
+    with open(path, "r+b") as f:
+        f.truncate(0)
+    with open(path, "ab") as f:
+        f.write(b"three\n")
+    with caplog.at_level(logging.WARNING):
+        assert values(drain(task)) == ["three"]
+    task.stop()
+    assert any("truncated" in r.getMessage() for r in caplog.records)
+
+
+def test_position_beyond_end_of_file_restarts_at_zero(tmp_path, caplog):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n")
+    committed = {canonical({"filename": str(path)}): {"position": 100}}
+    with caplog.at_level(logging.WARNING):
+        assert values(run(config_for(path), committed)) == ["1", "2"]
+    assert any("100 bytes read" in r.getMessage() for r in caplog.records)
+
+
+def test_invalid_committed_position_fails_with_what_to_do(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n")
+    committed = {canonical({"filename": str(path)}): {"position": "x"}}
+    with pytest.raises(ConnectException, match="delete or correct the committed offset"):
+        run(config_for(path), committed)
+
+
+# ------------------------------------------------------------------ undecodable lines
+
+
+def test_undecodable_line_fails_by_default_naming_file_and_bytes(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"ok\nbad \xff here\nfine\n")
+    with pytest.raises(ConnectException) as info:
+        run(config_for(path))
+    message = str(info.value)
+    assert str(path) in message and "bytes 3..14" in message and "byte 7" in message
+    assert "errors.tolerance" in message
+
+
+def test_undecodable_line_is_reported_and_skipped_when_tolerated(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"ok\nbad \xff here\r\nfine\n")
+    contexts = []
+
+    class Recording(RecordingContext):
+        def __init__(self, config, reader):
+            super().__init__(config, reader)
+            contexts.append(self)
+
+    records = run(config_for(path), context_class=Recording)
+    assert values(records) == ["ok", "fine"]
+    [error] = contexts[0].errors
+    assert error["location"] == f"{path}, bytes 3..15"
+    assert error["raw"] == b"bad \xff here\r"
+    assert error["partition"] == {"filename": str(path)}
+    assert error["offset"]["position"] == 15
+    assert "utf-8" in str(error["error"])
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def test_config_validation_lists_every_problem():
+    with pytest.raises(ConfigException) as info:
+        FileStreamSourceConnector.parse_config({"batch.size": "0", "encoding": "utf-16", "fingerprint.bytes": "x"})
+    keys = sorted(p.key for p in info.value.problems)
+    assert keys == ["batch.size", "encoding", "file", "fingerprint.bytes", "topic"]
+    assert "standard input is not supported" in str(info.value)
+
+
+def test_validate_reports_cross_key_problems(tmp_path):
+    problems = FileStreamSourceConnector().validate({"file": "", "files": [], "topic": ""})
+    assert sorted(p.key for p in problems) == ["file", "topic"]
+    problems = FileStreamSourceConnector().validate({"file": str(tmp_path), "topic": "t"})
+    assert [p.key for p in problems] == ["file"] and "is a directory" in problems[0].message
+    assert FileStreamSourceConnector().validate({"files": [str(tmp_path / "*.nothing")], "topic": "t"}) == []
+
+
+def test_config_def_documents_every_key():
+    rows = FileStreamSourceConnector.config_def.describe()
+    assert {r["name"] for r in rows} >= {"file", "files", "topic", "batch.size", "encoding"}
+    assert all(r["doc"] for r in rows)
+    assert next(r for r in rows if r["name"] == "batch.size")["default"] == 2000
