@@ -103,11 +103,16 @@ def run_dag(env: dict, conf: dict) -> None:
     log(f"airflow dags test copycat_demo: ok in {time.monotonic() - started:.0f}s")
 
 
+def _offset(o) -> str:
+    """Offsets as a person reads them: the byte position of a file offset, a Kafka offset as is."""
+    return f"position {o['position']}" if isinstance(o, dict) and "position" in o else json.dumps(o)
+
+
 def show(summary: dict) -> None:
     log(f"  {summary['kind']} {summary['connector']}: {summary['records']} records, {summary['bytes']} bytes")
     for p in summary["partitions"]:
-        log(f"    {json.dumps(p['partition'])}: offset {json.dumps(p['offset_before'])} -> "
-            f"{json.dumps(p['offset_after'])} ({p['records']} records)")
+        log(f"    {json.dumps(p['partition'])}: {_offset(p['offset_before'])} -> "
+            f"{_offset(p['offset_after'])} ({p['records']} records)")
 
 
 def verify(bootstrap: str, expect_source: int, run: int) -> bool:
