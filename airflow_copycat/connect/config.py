@@ -53,6 +53,9 @@ class Password(str):
     def __eq__(self, other):
         return isinstance(other, Password) and other._value == self._value
 
+    def __ne__(self, other):  # else str.__ne__ compares "[hidden]" with "[hidden]"
+        return not self == other
+
     def __hash__(self):
         return hash(self._value)
 

@@ -26,24 +26,27 @@ What "the same bytes" means, taken from Kafka's ``JsonConverter.asJsonSchema`` /
   ``items`` | ``keys``,``values`` | ``fields``, then ``optional``, ``name``,
   ``version``, ``doc``, ``parameters``, ``default``; a struct field's schema gets
   ``field`` appended last. Type names are Kafka's: ``float`` and ``double``.
-* compact output, no spaces; strings escaped as Jackson does (``\\n`` style for
-  ``\\b\\t\\n\\f\\r``, ``\\u00XX`` in upper-case hex for other control characters,
-  everything else raw UTF-8).
+* compact output, no spaces; strings escaped as Jackson 2.x does (``\\n`` style
+  for ``\\b\\t\\n\\f\\r``, upper-case ``\\u00XX`` for other control characters,
+  characters beyond U+FFFF as surrogate-pair escapes ``\\uD83D\\uDE00``, the
+  rest raw UTF-8).
 * ``bytes`` as standard padded base64; ``Decimal`` as base64 of the minimal
   big-endian two's-complement unscaled value, or with ``decimal.format=NUMERIC``
   as a JSON number written like ``BigDecimal.toString()`` (``1.56``,
   ``1.56E+4``); ``Date`` as int days, ``Time`` as int ms of the day,
   ``Timestamp`` as long ms since the epoch.
 * ``float64`` / ``float32`` as ``Double.toString`` / ``Float.toString`` write
-  them (the JDK 19+ shortest-decimal specification, which Jackson's default
-  generator calls): ``1.0``, ``12.34``, ``1.0E10``, ``1.0E-4``, ``4.9E-324``;
+  them on JDK 19+ (Kafka's own image runs JDK 21): ``1.0``, ``12.34``,
+  ``1.0E10``, ``1.0E-4``, ``4.9E-324``. JDK 17's older algorithm prints the same
+  for decimal-looking values but a longer, non-shortest digit string for some
+  full-precision ones (``1.0E23`` becomes ``9.999999999999999E22``).
   NaN and infinities as the quoted strings ``"NaN"``, ``"Infinity"``,
   ``"-Infinity"`` (Jackson's ``QUOTE_NON_NUMERIC_NUMBERS`` default).
 * maps whose key schema is ``string`` (or, schemaless, whose keys are all
   ``str``) as JSON objects, other maps as arrays of ``[key, value]`` pairs, in
   the dict's iteration order.
 
-Deliberate differences from Kafka, each where Kafka would lose or garble data:
+Deliberate differences from Kafka:
 
 * ``None`` with a non-null schema is a tombstone here (Kafka writes an envelope
   with a null or default payload, or the 4 bytes ``null`` without schemas).
@@ -56,6 +59,7 @@ Deliberate differences from Kafka, each where Kafka would lose or garble data:
   raises "Mismatching schema."); a ``decimal.Decimal`` whose exponent differs
   from the schema's scale is rescaled if that loses no digit (Kafka raises).
 * empty bytes are a tombstone even with ``schemas.enable`` (Kafka raises).
+* text after the first JSON value is an error (Jackson's ``readTree`` ignores it).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ import decimal as _decimal
 import json
 import re
 import struct as _struct
+import threading
 from collections import OrderedDict
 from fractions import Fraction
 from typing import Any, Mapping
@@ -124,7 +129,11 @@ class JsonConverter(Converter):
         self.replace_null_with_default = True
         self.cache_size = 1000
         self._root = "value"
+        # LRU caches of schemas.cache.size entries each, as Kafka's: Schema -> JSON members,
+        # and parsed JSON schema (by its repr) -> Schema
         self._schema_cache: OrderedDict[Schema, list[str]] = OrderedDict()
+        self._connect_schema_cache: OrderedDict[str, Schema] = OrderedDict()
+        self._lock = threading.Lock()
 
     @staticmethod
     def config() -> ConfigDef:
@@ -137,7 +146,23 @@ class JsonConverter(Converter):
         self.replace_null_with_default = values[REPLACE_NULL_WITH_DEFAULT]
         self.cache_size = values[SCHEMAS_CACHE_SIZE]
         self._root = "key" if is_key else "value"
-        self._schema_cache.clear()
+        with self._lock:
+            self._schema_cache.clear()
+            self._connect_schema_cache.clear()
+
+    def _cached(self, cache: OrderedDict, key):
+        with self._lock:
+            hit = cache.get(key)
+            if hit is not None:
+                cache.move_to_end(key)
+            return hit
+
+    def _cache(self, cache: OrderedDict, key, value) -> None:
+        if self.cache_size > 0:
+            with self._lock:
+                cache[key] = value
+                if len(cache) > self.cache_size:
+                    cache.popitem(last=False)
 
     # ------------------------------------------------------------------ Connect -> bytes
 
@@ -160,9 +185,8 @@ class JsonConverter(Converter):
         return "{" + ",".join(self._schema_members(schema)) + "}"
 
     def _schema_members(self, schema: Schema) -> list[str]:
-        cached = self._schema_cache.get(schema)
+        cached = self._cached(self._schema_cache, schema)
         if cached is not None:
-            self._schema_cache.move_to_end(schema)
             return cached
         t = schema.type
         members = ['"type":"' + _TYPE_TO_JSON[t] + '"']
@@ -187,10 +211,7 @@ class JsonConverter(Converter):
                 _quote(k) + ":" + _quote(v) for k, v in schema.parameters.items()) + "}")
         if schema.default is not None:
             members.append('"default":' + self._to_json(schema, schema.default, "default"))
-        if self.cache_size > 0:
-            self._schema_cache[schema] = members
-            if len(self._schema_cache) > self.cache_size:
-                self._schema_cache.popitem(last=False)
+        self._cache(self._schema_cache, schema, members)
         return members
 
     def _to_json(self, schema: Schema | None, value: Any, path: str) -> str:
@@ -290,7 +311,13 @@ class JsonConverter(Converter):
         else:
             raw_schema, payload = None, doc
         try:
-            schema = self.as_connect_schema(raw_schema)
+            schema = None
+            if raw_schema is not None:
+                key = repr(raw_schema)
+                schema = self._cached(self._connect_schema_cache, key)
+                if schema is None:
+                    schema = self.as_connect_schema(raw_schema)
+                    self._cache(self._connect_schema_cache, key, schema)
             return SchemaAndValue(schema, self._to_connect(schema, payload, self._root))
         except DataException as e:
             raise DataException(f"topic {topic}: {e}") from None

@@ -105,3 +105,15 @@ def write_json(doc: Any, path: str) -> str:
         json.dump(doc, f, indent=1, default=str)
     os.replace(tmp, path)
     return path
+
+
+def spark_submit_command(master: str, group_path: str, result_path: str,
+                         conf: Mapping[str, Any] | None = None, name: str | None = None) -> list[str]:
+    """The ``spark-submit`` command line that runs one group (as ``copycat run --master`` does)."""
+    cmd = [spark_submit_binary(), "--master", master]
+    if name:
+        cmd += ["--name", name]
+    for k, v in {**default_spark_conf(master), **(conf or {})}.items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += ["--py-files", package_zip(), application_path(), "--group", group_path, "--result", result_path]
+    return cmd

@@ -679,9 +679,20 @@ def test_configure_accepts_strings_from_properties_files():
 
 
 def test_schema_cache_follows_the_schema_not_the_object():
+    # testCacheSchemaToJsonConversion: an equal schema object hits, a different one does not
     c = converter({"schemas.cache.size": 1})
     a = SchemaBuilder.struct().field("a", Schema.INT32).build()
     b = SchemaBuilder.struct().field("b", Schema.INT32).build()
     for _ in range(2):
         assert c.from_connect_data(TOPIC, a, Struct(a).put("a", 1)).startswith(b'{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"a"}]')
         assert c.from_connect_data(TOPIC, b, Struct(b).put("b", 1)).startswith(b'{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"b"}]')
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000])
+def test_read_schema_cache_keeps_schemas_apart(size):
+    # testCacheSchemaToConnectConversion: equal JSON schemas share an entry, different ones do not
+    c = converter({"schemas.cache.size": size})
+    for _ in range(2):
+        for optional in ("false", "true"):
+            sv = c.to_connect_data(TOPIC, env(f'{{ "type": "boolean", "optional": {optional} }}', "true"))
+            assert sv == SchemaAndValue(Schema.OPTIONAL_BOOLEAN if optional == "true" else Schema.BOOLEAN, True)
