@@ -175,8 +175,9 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 def delete_topic(bootstrap: str, name: str) -> None:
     """Free the embedded broker's memory; errors are ignored."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the result is in
     try:
-        AdminClient({"bootstrap.servers": bootstrap}).delete_topics([name])[name].result(30)
+        admin.delete_topics([name], operation_timeout=30)[name].result(30)
     except Exception as e:  # noqa: BLE001 -- best effort
         note(f"could not delete topic {name}: {e}")
 

@@ -7,8 +7,8 @@ Connect's keys: ``value.converter=org.apache.kafka.connect.json.JsonConverter``
 and ``value.converter.schemas.enable=false`` (the ``value.converter.`` prefix is
 stripped before :meth:`Converter.configure`).
 
-A ``None`` value is a tombstone both ways: ``from_connect_data`` returns
-``None`` and ``to_connect_data(None)`` returns ``SchemaAndValue(None, None)``.
+A tombstone is ``None`` both ways: ``from_connect_data(topic, None, None)``
+returns ``None`` and ``to_connect_data(topic, None)`` returns a ``None`` value.
 """
 
 from __future__ import annotations

@@ -167,7 +167,9 @@ class JsonConverter(Converter):
     # ------------------------------------------------------------------ Connect -> bytes
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any, headers=None) -> bytes | None:
-        if value is None:
+        """As Kafka's: ``None`` (a tombstone) only when both schema and value are ``None``; a
+        ``None`` value with a schema is written as its default or ``null`` (an error if required)."""
+        if value is None and schema is None:
             return None
         try:
             payload = self._to_json(schema, value, self._root)

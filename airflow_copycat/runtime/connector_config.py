@@ -37,8 +37,9 @@ FRAMEWORK_CONFIG = (
             doc="Per-task record budget of one run (-1: none). The run commits and ends when reached.")
     .define("copycat.run.max.ms", ConfigType.LONG, -1,
             doc="Per-task time budget of one run in ms (-1: none). The run commits and ends when reached.")
-    .define("copycat.eof.timeout.ms", ConfigType.LONG, 300000, in_range(1000),
-            doc="Sinks: how long a run may take to reach the end of its partitions before it fails.")
+    .define("copycat.eof.timeout.ms", ConfigType.LONG, 120000, in_range(1000),
+            doc="Sinks: a run fails (to be retried) when it gets neither a record nor the end of a "
+                "partition for this long; a long run that keeps reading never times out.")
     .define("errors.tolerance", ConfigType.STRING, "none", one_of("none", "all"),
             doc="none: a bad record fails the task, naming where it is; all: it is logged, "
                 "sent to the dead-letter queue if one is set, and skipped.")

@@ -92,21 +92,25 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
             consumer.assign([TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in assigned])
         max_records = int(config.get("copycat.run.max.records") or -1)
         max_ms = int(config.get("copycat.run.max.ms") or -1)
-        eof_timeout = int(config.get("copycat.eof.timeout.ms") or 300000) / 1000.0
+        stall_timeout = int(config.get("copycat.eof.timeout.ms") or 120000) / 1000.0
         flush_every = worker.offset_flush_interval_ms / 1000.0
-        started = last_commit = time.monotonic()
+        started = last_commit = last_progress = time.monotonic()
         seen = 0
         while pending:
-            elapsed = time.monotonic() - started
-            if max_ms >= 0 and elapsed * 1000 >= max_ms or max_records >= 0 and seen >= max_records:
+            now = time.monotonic()
+            if max_ms >= 0 and (now - started) * 1000 >= max_ms or max_records >= 0 and seen >= max_records:
                 log.info("connector %s task %s: run budget spent before the end of %s", name, stats.task, sorted(pending))
                 break
-            if elapsed > eof_timeout:
+            if now - last_progress > stall_timeout:
                 raise RetriableException(
-                    f"did not reach the end of {sorted(pending)} within copycat.eof.timeout.ms={int(eof_timeout * 1000)}"
+                    f"no record and no end of partition from {sorted(pending)} for "
+                    f"copycat.eof.timeout.ms={int(stall_timeout * 1000)}: is the broker reachable?"
                 )
             batch: list[SinkRecord] = []
-            for msg in consumer.consume(num_messages=500, timeout=0.5):
+            messages = consumer.consume(num_messages=500, timeout=0.5)
+            if messages:
+                last_progress = time.monotonic()
+            for msg in messages:
                 tp = (msg.topic(), msg.partition())
                 err = msg.error()
                 if err is not None:

@@ -452,14 +452,17 @@ def test_kafka_null_schema_and_null_value_is_a_tombstone(enabled):
     assert converter({"schemas.enable": enabled}, True).from_connect_data(TOPIC, None, None) is None
 
 
-def test_null_value_with_a_schema_is_a_tombstone_too():
-    # Deviation: Kafka's testJsonSchemaMetadataTranslation-2 / serializeNullToDefault write an
-    # envelope ({"schema":{...},"payload":null} or the default) here; this project's Converter
-    # contract makes every None value a tombstone.
+def test_null_value_with_a_schema_is_written_like_kafka():
+    # JsonConverterTest.serializeNullToDefault / serializeNullToNull: a None value with a schema is
+    # not a tombstone; the payload is the default (replace.null.with.default=true) or null.
     schema = SchemaBuilder.string().optional().default_value("default").build()
-    assert converter().from_connect_data(TOPIC, schema, None) is None
-    assert converter().from_connect_data(TOPIC, Schema.OPTIONAL_BOOLEAN, None) is None
-
+    assert converter().from_connect_data(TOPIC, schema, None) == (
+        b'{"schema":{"type":"string","optional":true,"default":"default"},"payload":"default"}')
+    keep_null = JsonConverter()
+    keep_null.configure({"replace.null.with.default": False}, False)
+    assert keep_null.from_connect_data(TOPIC, schema, None) == (
+        b'{"schema":{"type":"string","optional":true,"default":"default"},"payload":null}')
+    assert converter().from_connect_data(TOPIC, None, None) is None
 
 def test_kafka_no_schema_to_json():
     # noSchemaToJson

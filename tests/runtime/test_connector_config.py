@@ -1,0 +1,96 @@
+"""Connector configs: loading every accepted shape, resolving classes, reporting every problem."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from airflow_copycat.connect.errors import ConfigException, ConnectException
+from airflow_copycat.connectors.files import FilesSinkConnector
+from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
+from airflow_copycat.runtime import connector_config, plugins
+from airflow_copycat.runtime.plan import validate_only
+
+
+@pytest.mark.parametrize("name, cls", [
+    ("FileStreamSource", FileStreamSourceConnector),
+    ("org.apache.kafka.connect.file.FileStreamSourceConnector", FileStreamSourceConnector),
+    ("org.apache.kafka.connect.file.FileStreamSinkConnector", FileStreamSinkConnector),
+    ("io.confluent.connect.s3.S3SinkConnector", FilesSinkConnector),
+    ("io.confluent.connect.hdfs.HdfsSinkConnector", FilesSinkConnector),
+    ("FilesSink", FilesSinkConnector),
+    ("airflow_copycat.connectors.files:FilesSinkConnector", FilesSinkConnector),
+    ("airflow_copycat.connectors.filestream.FileStreamSourceConnector", FileStreamSourceConnector),
+])
+def test_connector_class_names_resolve(name, cls):
+    assert plugins.resolve_connector(name) is cls
+
+
+def test_unknown_connector_class_says_what_was_tried():
+    with pytest.raises(ConnectException) as e:
+        plugins.resolve_connector("io.example.NoSuchConnector")
+    assert "entry-point group 'airflow_copycat.connectors'" in str(e.value) and "FileStreamSource" in str(e.value)
+
+
+def test_third_party_plugin_registered_by_entry_point(tmp_path, monkeypatch):
+    # Given an installed distribution that registers a connector in our entry-point group
+    pkg = tmp_path / "acme_connect"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent("""
+        from airflow_copycat.connect import SourceConnector
+        class AcmeSource(SourceConnector):
+            pass
+    """))
+    dist = tmp_path / "acme_connect-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-connect\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[airflow_copycat.connectors]\nacme = acme_connect:AcmeSource\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # Then its entry-point name and its class path both resolve to it
+    cls = plugins.resolve_connector("acme")
+    assert cls.__name__ == "AcmeSource" and plugins.resolve_connector("acme_connect.AcmeSource") is cls
+    sys.modules.pop("acme_connect", None)
+
+
+def test_every_problem_is_reported_at_once():
+    problems = validate_only({
+        "name": "bad",
+        "connector.class": "FileStreamSource",
+        "tasks.max": "zero",
+        "errors.tolerance": "some",
+        "value.converter": "com.example.NoConverter",
+        "batch.size": 0,
+    })
+    keys = [p.split("=")[0] for p in problems]
+    assert set(keys) >= {"tasks.max", "errors.tolerance", "value.converter", "batch.size", "topic"}, problems
+    with pytest.raises(ConfigException) as e:
+        connector_config.parse({"connector.class": "FileStreamSource"})
+    assert "name=(absent): is required" in str(e.value) and "topic=(absent)" in str(e.value)
+
+
+def test_secret_values_never_appear_in_problems():
+    problems = validate_only({"name": "x", "connector.class": "FileStreamSource", "file": "/x",
+                              "topic": "t", "tasks.max": "s3cr3t-password-value", "db.password": "hunter2"})
+    assert problems and not any("hunter2" in p for p in problems)
+
+
+def test_loads_kafka_connect_json_properties_and_yaml(tmp_path):
+    expected = {"name": "logs", "connector.class": "FileStreamSource", "file": "/var/log/a.log", "topic": "logs"}
+    (tmp_path / "c.json").write_text(json.dumps({"name": "logs", "config": {k: v for k, v in expected.items() if k != "name"}}))
+    (tmp_path / "c.properties").write_text("# connect-standalone style\nname=logs\nconnector.class=FileStreamSource\n"
+                                           "file=/var/log/a.log\ntopic : logs\n")
+    (tmp_path / "c.yaml").write_text("name: logs\nconnector.class: FileStreamSource\nfile: /var/log/a.log\ntopic: logs\n")
+    for f in ("c.json", "c.properties", "c.yaml"):
+        assert connector_config.load_connector_config(str(tmp_path / f)) == expected, f
+    assert connector_config.load_connector_config(json.dumps(expected)) == expected
+
+
+def test_redaction_and_restore():
+    raw = {"name": "x", "connection.password": "hunter2", "topic": "t"}
+    secrets = connector_config.secret_keys(raw, None)
+    hidden = connector_config.redact(raw, secrets)
+    assert hidden["connection.password"] == "[hidden]" and hidden["topic"] == "t"
+    assert connector_config.restore_secrets(hidden, raw) == raw
