@@ -42,7 +42,8 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from . import __version__
 from .connect.assignment import canonical
@@ -446,7 +447,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         if args.in_process:
             mode = "in process"
-            runner = lambda group, props, secrets: run_group(group, props, secrets)  # noqa: E731
+            runner = run_group
         else:
             master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
             mode = f"spark-submit --master {master}"
@@ -747,7 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _err(traceback.format_exc().rstrip())
         _err(f"{PROG}: error: {e}")
         return 1
-    except Exception as e:  # an unexpected failure: still one line, unless --verbose
+    except Exception as e:  # noqa: BLE001 -- an unexpected failure: still one line, unless --verbose
         if args.verbose:
             _err(traceback.format_exc().rstrip())
         _err(f"{PROG}: error: {type(e).__name__}: {e}"

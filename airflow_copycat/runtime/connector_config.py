@@ -119,7 +119,21 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
                 plugins.resolve_converter(str(raw[side]))
             except ConnectException as e:
                 problems.append(ConfigProblem(side, raw[side], str(e)))
-    return values, cls, problems
+    return values, cls, _hide_secrets(problems, raw, secret_keys(raw, cls))
+
+
+def _hide_secrets(problems: list[ConfigProblem], raw: Mapping[str, Any], secrets: set[str]) -> list[ConfigProblem]:
+    """Problems with secret values replaced by ``[hidden]``, in the value and in the message
+    (validators may quote the value they reject)."""
+    values = sorted((str(raw[k]) for k in secrets if raw.get(k) not in (None, "")), key=len, reverse=True)
+    out = []
+    for p in problems:
+        message = p.message
+        for v in values:
+            message = message.replace(v, HIDDEN)
+        value = HIDDEN if p.key in secrets and p.value is not None else p.value
+        out.append(ConfigProblem(p.key, value, message))
+    return out
 
 
 def parse(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type]:

@@ -87,7 +87,7 @@ class KafkaOffsetStore(OffsetStore):
         self._ensured = True
 
     def read_all(self) -> dict[str, Offsets]:
-        self.ensure_topic()
+        """Reading never creates the topic: a missing offset topic holds no offsets."""
         admin = admin_client(self.worker.admin_config())
         n = existing_topics(admin).get(self.topic, 0)
         consumer = Consumer(self.worker.consumer_config(f"copycat-offset-reader-{uuid.uuid4().hex[:8]}"))

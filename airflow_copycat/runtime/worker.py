@@ -56,26 +56,71 @@ def is_secret_key(key: str) -> bool:
 
 
 def load_properties(path: str) -> dict[str, str]:
-    """Read a Java ``.properties`` file (``key=value`` or ``key: value``, ``#``/``!`` comments,
-    trailing ``\\`` continuations)."""
-    props: dict[str, str] = {}
+    """Read a Java ``.properties`` file as ``java.util.Properties.load`` does: ``#``/``!``
+    comments, ``=``, ``:`` or whitespace separators, backslash escapes (``\\=``, ``\\:``,
+    ``\\t``, ``\\uXXXX``...) and lines continued by an odd number of trailing backslashes."""
     with open(path, encoding="utf-8") as f:
+        text = f.read()
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for line in text.splitlines():
+        line = line.lstrip(" \t\f")
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
         pending = ""
-        for line in f:
-            line = line.rstrip("\n").rstrip("\r")
-            stripped = line.strip() if not pending else line.lstrip()
-            if not pending and (not stripped or stripped[0] in "#!"):
-                continue
-            if stripped.endswith("\\") and not stripped.endswith("\\\\"):
-                pending += stripped[:-1]
-                continue
-            stripped, pending = pending + stripped, ""
-            sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
-            if sep < 0:
-                props[stripped.strip()] = ""
-            else:
-                props[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    if pending:
+        logical.append(pending)
+    for entry in logical:
+        key, value = _split_property(entry)
+        props[_unescape(key)] = _unescape(value)
     return props
+
+
+def _split_property(entry: str) -> tuple[str, str]:
+    i, n = 0, len(entry)
+    while i < n:
+        c = entry[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key, rest = entry[:i], entry[i:]
+    rest = rest.lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            if nxt == "u" and i + 6 <= len(s):
+                try:
+                    out.append(chr(int(s[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 class WorkerConfig:

@@ -94,3 +94,40 @@ def test_redaction_and_restore():
     hidden = connector_config.redact(raw, secrets)
     assert hidden["connection.password"] == "[hidden]" and hidden["topic"] == "t"
     assert connector_config.restore_secrets(hidden, raw) == raw
+
+
+def test_properties_files_parse_as_java_does(tmp_path):
+    from airflow_copycat.runtime.worker import load_properties
+
+    (tmp_path / "w.properties").write_text(
+        "# comment\n! also a comment\n"
+        "bootstrap.servers=127.0.0.1:9092\n"
+        "key.converter : org.apache.kafka.connect.storage.StringConverter\n"
+        "client.id copycat\n"
+        "path=C:\\\\data\\\\in\n"
+        "a\\=b=c\\:d\n"
+        "long.value=one, \\\n    two, \\\n    three\n"
+        "unicode=caf\\u00e9\n"
+        "ends.with.backslash=x\\\\\n"
+        "empty=\n"
+    )
+    assert load_properties(str(tmp_path / "w.properties")) == {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "client.id": "copycat",
+        "path": "C:\\data\\in",
+        "a=b": "c:d",
+        "long.value": "one, two, three",
+        "unicode": "café",
+        "ends.with.backslash": "x\\",
+        "empty": "",
+    }
+
+
+def test_a_validator_quoting_a_secret_does_not_leak_it():
+    from airflow_copycat.connect.config import ConfigProblem
+
+    hidden = connector_config._hide_secrets(
+        [ConfigProblem("api.token", "hunter2-token", "must start with 'tok-', got 'hunter2-token'")],
+        {"api.token": "hunter2-token"}, {"api.token"})
+    assert "hunter2" not in str(hidden[0]) and "[hidden]" in str(hidden[0])
