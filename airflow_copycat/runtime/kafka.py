@@ -104,7 +104,7 @@ def read_to_end(
     while pending:
         if time.monotonic() > deadline:
             raise RetriableException(f"did not reach the end of {sorted(pending)} within {timeout_s}s")
-        for msg in consumer.consume(num_messages=batch, timeout=0.5):
+        for msg in consumer.consume(num_messages=batch, timeout=0.1):
             key = (msg.topic(), msg.partition())
             err = msg.error()
             if err is not None:

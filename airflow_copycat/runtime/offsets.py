@@ -51,9 +51,11 @@ class OffsetStore:
         """Committed offsets of every connector in the store, by connector name."""
         raise NotImplementedError
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
         """Durably store ``(partition, offset)`` pairs; an offset of ``None`` deletes the
-        partition's offset. Returns only once the store acknowledged all of them."""
+        partition's offset. Returns only once the store acknowledged all of them.
+        ``producer``: a Kafka producer the caller already has (the source loop's), reused
+        by the Kafka store instead of starting its own."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -112,12 +114,14 @@ class KafkaOffsetStore(OffsetStore):
     def read(self, connector: str) -> Offsets:
         return self.read_all().get(connector, {})
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
         if not offsets:
             return
         self.ensure_topic()
-        if self._producer is None:
-            self._producer = Producer(self.worker.producer_config())
+        if producer is None:
+            if self._producer is None:
+                self._producer = Producer(self.worker.producer_config())
+            producer = self._producer
         errors: list[str] = []
 
         def on_delivery(err, msg):
@@ -126,8 +130,8 @@ class KafkaOffsetStore(OffsetStore):
 
         for partition, offset in offsets:
             value = None if offset is None else json.dumps(offset, separators=(",", ":")).encode("utf-8")
-            self._producer.produce(self.topic, key=offset_key(connector, partition), value=value, on_delivery=on_delivery)
-        left = self._producer.flush(60)
+            producer.produce(self.topic, key=offset_key(connector, partition), value=value, on_delivery=on_delivery)
+        left = producer.flush(60)
         if left or errors:
             raise ConnectException(
                 f"could not write {len(offsets)} offset(s) of connector {connector!r} to {self.topic}: "
@@ -166,7 +170,7 @@ class FileOffsetStore(OffsetStore):
     def read(self, connector: str) -> Offsets:
         return self.read_all().get(connector, {})
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
         if not offsets:
             return
         with self._lock():

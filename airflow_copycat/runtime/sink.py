@@ -73,8 +73,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
         for tp in group_committed:
             if (tp.topic, tp.partition) not in start and tp.offset >= 0:
                 start[(tp.topic, tp.partition)] = tp.offset
-        for t, p in assigned:
-            stats.partition([t, p], start.get((t, p)))
+        entries = {(t, p): stats.partition([t, p], start.get((t, p))) for t, p in assigned}
 
         positions: dict[tuple[str, int], int] = {tp: off for tp, off in start.items() if tp in set(assigned)}
         committed: dict[tuple[str, int], int] = {}
@@ -107,7 +106,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                     f"copycat.eof.timeout.ms={int(stall_timeout * 1000)}: is the broker reachable?"
                 )
             batch: list[SinkRecord] = []
-            messages = consumer.consume(num_messages=500, timeout=0.5)
+            messages = consumer.consume(num_messages=500, timeout=0.1)
             if messages:
                 last_progress = time.monotonic()
             for msg in messages:
@@ -119,7 +118,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                             pending.discard(tp)
                             consumer.pause([TopicPartition(*tp)])
                             positions.setdefault(tp, msg.offset())
-                            entry = stats.partition(list(tp))
+                            entry = entries[tp]
                             if entry["offset_before"] is None:
                                 entry["offset_before"] = msg.offset()
                         continue
@@ -128,15 +127,15 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                     raise ConnectException(f"consumer error on {tp[0]}[{tp[1]}]: {err.str()}")
                 if tp not in pending:
                     continue
-                entry = stats.partition(list(tp))
+                entry = entries[tp]
                 if entry["offset_before"] is None:
                     entry["offset_before"] = msg.offset()
-                location = f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}"
                 headers = msg.headers() or []
                 try:
                     key = key_conv.to_connect_data(tp[0], msg.key(), headers)
                     value = value_conv.to_connect_data(tp[0], msg.value(), headers)
                 except Exception as e:
+                    location = f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}"
                     handler.handle("VALUE_CONVERTER", e, location=location, key=msg.key(), value=msg.value(),
                                    headers=headers, kafka=(tp[0], tp[1], msg.offset()))
                     stats.errors = handler.count
@@ -149,7 +148,8 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                     headers=headers, kafka_offset=msg.offset(), timestamp_type=_TIMESTAMP_TYPES.get(ts_type),
                 ))
                 positions[tp] = msg.offset() + 1
-                stats.count(list(tp), tp[0], len(msg.value() or b"") + len(msg.key() or b""))
+                entry["records"] += 1
+                entry["bytes"] += len(msg.value() or b"") + len(msg.key() or b"")
                 seen += 1
             if batch:
                 sink_task.put(batch)
@@ -161,8 +161,9 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 commit(final=False)
                 last_commit = time.monotonic()
         commit(final=True)
-        for tp, off in positions.items():
-            stats.partition(list(tp))["offset_after"] = committed.get(tp, stats.partition(list(tp))["offset_before"])
+        for tp, entry in entries.items():
+            entry["offset_after"] = committed.get(tp, entry["offset_before"])
+            stats.topics[tp[0]] = stats.topics.get(tp[0], 0) + entry["records"]
         stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
     except Exception as e:
         log.exception("connector %s task %s failed", name, stats.task)

@@ -69,16 +69,21 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         for partition in task_partitions(config):
             stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
         pending: dict[str, tuple[Any, Any]] = {}
+        last: list[Any] = [None, None]  # the last partition object seen and its stats entry
 
-        def mark(partition, offset):
+        def mark(partition, offset) -> dict | None:
+            """Record ``offset`` as the partition's next committable offset; return its stats entry."""
             if partition is None:
-                return
-            key = canonical(partition)
-            if key not in stats.partitions:
-                before = committed.get(key, {}).get("offset")
-                stats.partition(partition, before)
-            stats.partitions[key]["offset_after"] = offset
+                return None
+            if partition is not last[0]:  # tasks usually reuse one partition object per partition
+                key = canonical(partition)
+                if key not in stats.partitions:
+                    stats.partition(partition, committed.get(key, {}).get("offset"))
+                last[0], last[1] = partition, (key, stats.partitions[key])
+            key, entry = last[1]
+            entry["offset_after"] = offset
             pending[key] = (partition, offset)
+            return entry
 
         ctx = _Context(config, SnapshotOffsetReader(committed), handler, mark)
         cls = plugins.resolve_connector(str(config["connector.class"]))
@@ -101,7 +106,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {delivery_errors[0]}"
                 raise ConnectException(why + "; offsets were not committed past them")
             if pending:
-                store.write(name, list(pending.values()))
+                store.write(name, list(pending.values()), producer=producer)
                 pending.clear()
             source_task.commit()
 
@@ -114,6 +119,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         flush_every = worker.offset_flush_interval_ms / 1000.0
         last_commit = started = time.monotonic()
         produced = 0
+        topics = stats.topics
         while True:
             if max_records >= 0 and produced >= max_records:
                 log.info("connector %s task %s: record budget of %s reached", name, stats.task, max_records)
@@ -129,11 +135,11 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             for record in batch:
                 if record.topic not in known_topics:
                     ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
-                location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
                 try:
                     key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
                     value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
                 except Exception as e:  # conversion failure: the handler raises or tolerates
+                    location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
                     handler.handle("VALUE_CONVERTER", e, location=location, headers=list(record.headers),
                                    source_partition=record.source_partition, source_offset=record.source_offset,
                                    value=str(record.value).encode("utf-8", "replace") if record.value is not None else None)
@@ -155,8 +161,11 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                         producer.poll(0.5)
                 producer.poll(0)
                 produced += 1
-                mark(record.source_partition, record.source_offset)
-                stats.count(record.source_partition, record.topic, len(value or b"") + len(key or b""))
+                entry = mark(record.source_partition, record.source_offset)
+                if entry is not None:
+                    entry["records"] += 1
+                    entry["bytes"] += len(value or b"") + len(key or b"")
+                topics[record.topic] = topics.get(record.topic, 0) + 1
             stats.errors = handler.count
             stats.dead_lettered = handler.dlq_count
             if time.monotonic() - last_commit >= flush_every:

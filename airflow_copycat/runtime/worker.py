@@ -195,6 +195,8 @@ class WorkerConfig:
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
+            # Bounded reads: do not let the broker hold a fetch long when a partition is at its end.
+            "fetch.wait.max.ms": 50,
             **self.client_config(),
         }
         cfg.update(self._prefixed("consumer.", overrides))

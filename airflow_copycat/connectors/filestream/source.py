@@ -583,7 +583,7 @@ class FileStreamSourceTask(SourceTask):
         records.append(SourceRecord(
             topic=self.topic, kafka_partition=None, key_schema=None, key=None,
             value_schema=Schema.STRING, value=value,
-            source_partition=dict(part.partition), source_offset=offset))
+            source_partition=part.partition, source_offset=offset))
 
     def stop(self) -> None:
         for p in getattr(self, "_partitions", []):
