@@ -21,9 +21,9 @@ import random
 import sys
 import time
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # ------------------------------------------------------------------ output
@@ -226,5 +226,3 @@ def produce_all(producer_config: dict, topic: str, values) -> int:
         fail(f"producing to {topic}: {left} not acknowledged, errors {errors[:3]}")
     return n
 
-
-__all__ = ["KafkaError", "OFFSET_BEGINNING", "Consumer", "TopicPartition"]

@@ -37,12 +37,24 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import (create_topic, delete_topic, fail, kafka, note, produce_all, profiled, read_topic,  # noqa: E402
-                     report, timed, uid, write_log_file)
+from _common import (
+    create_topic,
+    delete_topic,
+    fail,
+    kafka,
+    note,
+    produce_all,
+    profiled,
+    read_topic,
+    report,
+    timed,
+    uid,
+    write_log_file,
+)
 
-from airflow_copycat.runtime.executor import run_group  # noqa: E402
-from airflow_copycat.runtime.plan import make_plan  # noqa: E402
-from airflow_copycat.runtime.worker import WorkerConfig  # noqa: E402
+from airflow_copycat.runtime.executor import run_group
+from airflow_copycat.runtime.plan import make_plan
+from airflow_copycat.runtime.worker import WorkerConfig
 
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
