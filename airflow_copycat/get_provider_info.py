@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, distribution
+
+from . import __version__
+
+KAFKA_PROVIDER = "apache-airflow-providers-apache-kafka"
+
 
 def get_provider_info() -> dict:
-    return {
+    """Validated against Airflow's ``provider_info.schema.json``.
+
+    The ``kafka`` connection type is declared only when Apache Airflow's Kafka
+    provider is not installed: that provider owns the type (same extra: the
+    client config), and declaring it twice makes the providers manager warn in
+    every process. Either way, :class:`~airflow_copycat.hooks.kafka.CopycatKafkaHook`
+    reads any connection whose extra holds ``bootstrap.servers`` (or whose host does).
+    """
+    info = {
         "package-name": "airflow-copycat",
         "name": "Copycat",
         "description": "Kafka Connect's connector model and Gobblin's exactly-once file copy for Airflow: "
         "Airflow plans connectors, PySpark copies, Kafka keeps the offsets.",
-        "versions": ["0.1.0"],
+        "versions": [__version__],
         "integrations": [
             {
                 "integration-name": "Copycat",
@@ -31,3 +45,20 @@ def get_provider_info() -> dict:
             {"integration-name": "Copycat", "python-modules": ["airflow_copycat.hooks.kafka"]},
         ],
     }
+    if not _kafka_provider_installed():
+        info["connection-types"] = [
+            {
+                "connection-type": "kafka",
+                "hook-class-name": "airflow_copycat.hooks.kafka.CopycatKafkaHook",
+                "hook-name": "Apache Kafka (Copycat)",
+            }
+        ]
+    return info
+
+
+def _kafka_provider_installed() -> bool:
+    try:
+        distribution(KAFKA_PROVIDER)
+    except PackageNotFoundError:
+        return False
+    return True

@@ -11,12 +11,18 @@ properties file. If ``bootstrap.servers`` is absent, the connection's host
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from airflow.sdk import BaseHook
 
-from ..runtime.worker import WorkerConfig
+try:
+    from airflow.sdk.log import mask_secret
+except ImportError:  # Airflow 3.0
+    from airflow.sdk.execution_time.secrets_masker import mask_secret
+
+from ..runtime.worker import WorkerConfig, is_secret_key
 
 
 class CopycatKafkaHook(BaseHook):
@@ -30,6 +36,20 @@ class CopycatKafkaHook(BaseHook):
     conn_type = "kafka"
     hook_name = "Apache Kafka (Copycat)"
 
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form: host[:port] or ``bootstrap.servers`` in the extra; login and
+        password become ``sasl.username`` / ``sasl.password``."""
+        return {
+            "hidden_fields": ["schema"],
+            "relabeling": {"host": "Bootstrap servers", "extra": "Client and worker config (JSON)"},
+            "placeholders": {
+                "host": "broker-1:9092,broker-2:9092",
+                "extra": '{"bootstrap.servers": "broker:9092", "security.protocol": "SASL_SSL", '
+                '"sasl.mechanism": "PLAIN", "offset.storage.topic": "copycat-offsets"}',
+            },
+        }
+
     def __init__(self, kafka_conn_id: str = default_conn_name) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
@@ -40,7 +60,8 @@ class CopycatKafkaHook(BaseHook):
 
     def worker_props(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Worker properties: the connection's extra, its host as ``bootstrap.servers`` if the
-        extra has none, then ``overrides``. May contain secrets: do not log or push to XCom."""
+        extra has none, then ``overrides``. May contain secrets: do not log or push to XCom
+        (values of keys named like secrets are registered with Airflow's secrets masker)."""
         conn = self._connection
         props: dict[str, Any] = dict(conn.extra_dejson or {})
         if not props.get("bootstrap.servers") and conn.host:
@@ -50,6 +71,9 @@ class CopycatKafkaHook(BaseHook):
         if conn.password and "sasl.password" not in props:
             props["sasl.password"] = conn.password
         props.update(overrides or {})
+        for key, value in props.items():
+            if is_secret_key(key) and not key.endswith((".location", ".type")) and value not in (None, ""):
+                mask_secret(str(value))  # e.g. sasl.jaas.config, which Airflow does not mask by name
         return props
 
     def worker_config(self, overrides: Mapping[str, Any] | None = None) -> WorkerConfig:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.exceptions import AirflowException
-from airflow.sdk import Asset, AssetAlias, BaseOperator
+from airflow.sdk import Asset, AssetAlias, BaseOperator, TriggerRule
 
 from ..runtime.result import summarize
 
@@ -26,6 +27,11 @@ class CopycatFinishOperator(BaseOperator):
     the counts and offset ranges as the event's extra, so DAGs scheduled on those
     assets run when data arrives.
 
+    Runs when no upstream task failed and one succeeded (trigger rule
+    ``none_failed_min_one_success``; make the plan task a direct upstream too): so
+    also when the plan found nothing to copy and the mapped run task was skipped
+    for having no groups -- the summary then says 0 records and nothing is announced.
+
     :param plan_task_id: the plan task (its XCom key ``plan``).
     :param run_task_id: the (mapped) run task whose return values are the group results.
     :param connector: the connector name (for the outlet alias).
@@ -36,6 +42,7 @@ class CopycatFinishOperator(BaseOperator):
 
     def __init__(self, *, plan_task_id: str, run_task_id: str, connector: str, **kwargs) -> None:
         kwargs.setdefault("outlets", [asset_alias(connector)])
+        kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
         super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
         self.run_task_id = run_task_id

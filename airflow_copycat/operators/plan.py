@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
 
-from airflow.exceptions import AirflowFailException
 from airflow.sdk import BaseOperator
+
+try:
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # Airflow < 3.1
+    from airflow.exceptions import AirflowFailException
 
 from ..connect.errors import ConfigException
 from ..hooks.kafka import CopycatKafkaHook
+from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
+from .masking import connector_secrets
 
 
 class CopycatPlanOperator(BaseOperator):
@@ -50,16 +58,24 @@ class CopycatPlanOperator(BaseOperator):
         self.max_tasks = max_tasks
         self.max_groups = max_groups
 
+    @cached_property
+    def hook(self) -> CopycatKafkaHook:
+        return CopycatKafkaHook(self.kafka_conn_id)
+
     def execute(self, context) -> list[dict]:
         ti = context["ti"]
-        previous = ti.xcom_pull(task_ids=self.task_id, key="plan", include_prior_dates=True)
-        worker = CopycatKafkaHook(self.kafka_conn_id).worker_config(self.worker_config)
+        raw = load_connector_config(self.connector_config)
+        connector_secrets(raw)  # masked in this task's log, even in an error message
+        # The latest plan of an earlier run. map_indexes=-1 asks for one XCom: without it,
+        # include_prior_dates returns a list of every earlier run's plan.
+        previous = ti.xcom_pull(task_ids=self.task_id, key="plan", include_prior_dates=True, map_indexes=-1)
+        worker = self.hook.worker_config(self.worker_config)
         try:
             plan = make_plan(
-                self.connector_config,
+                raw,
                 worker,
-                max_tasks=int(self.max_tasks) if self.max_tasks else None,
-                max_groups=int(self.max_groups) if self.max_groups else None,
+                max_tasks=_optional_int(self.max_tasks),
+                max_groups=_optional_int(self.max_groups),
                 previous=previous if isinstance(previous, dict) else None,
             )
         except ConfigException as e:
@@ -73,3 +89,8 @@ class CopycatPlanOperator(BaseOperator):
             self.log.info("  offset at plan time: %s -> %s", o["partition"], o["offset"])
         ti.xcom_push(key="plan", value=plan)
         return plan["groups"]
+
+
+def _optional_int(value: Any) -> int | None:
+    """A templated count: rendered templates are strings; ``None`` or ``""`` means not set."""
+    return None if value in (None, "") else int(value)

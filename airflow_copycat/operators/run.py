@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from typing import Any, Sequence
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
@@ -14,6 +17,7 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
 from ..runtime.result import failures
+from .masking import connector_secrets
 
 
 class CopycatRunTaskGroupOperator(BaseOperator):
@@ -36,7 +40,8 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     :param in_process: run the tasks one after another in the Airflow worker,
         without Spark -- for tiny runs. Default False.
     :param work_dir: where the group and result JSON are written (must be readable
-        by the Spark driver); default a temporary directory.
+        by the Spark driver): a new directory under it is kept for inspection.
+        Default: a temporary directory, removed when the run ends.
     """
 
     template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
@@ -65,12 +70,14 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         self.in_process = in_process
         self.work_dir = work_dir
 
+    @cached_property
+    def hook(self) -> CopycatKafkaHook:
+        return CopycatKafkaHook(self.kafka_conn_id)
+
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
-        raw = connector_config.load_connector_config(self.connector_config)
-        _, cls, _ = connector_config.validate(raw)
-        secrets = {k: raw[k] for k in connector_config.secret_keys(raw, cls)}
-        worker_props = CopycatKafkaHook(self.kafka_conn_id).worker_props(self.worker_config)
+        secrets = connector_secrets(connector_config.load_connector_config(self.connector_config))
+        worker_props = self.hook.worker_props(self.worker_config)
         self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         if self.in_process:
@@ -86,18 +93,36 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
 
+    def _spark_master(self) -> str:
+        """The master of the Spark connection. Without that connection, the embedded default
+        ``local[*]`` (the Spark provider alone would fall back to ``yarn``)."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+        from airflow.sdk import BaseHook
+
+        try:
+            BaseHook.get_connection(self.spark_conn_id)
+        except Exception:  # not defined anywhere: define it for this task process only
+            self.log.warning("Spark connection %r not found: running on local[*]", self.spark_conn_id)
+            os.environ[f"AIRFLOW_CONN_{self.spark_conn_id.upper()}"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
+        return SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master") or "local[*]"
+
     def _submit(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+        if self.work_dir:
+            os.makedirs(self.work_dir, exist_ok=True)
+        work_dir = tempfile.mkdtemp(prefix="copycat-", dir=self.work_dir)
+        try:
+            return self._submit_in(work_dir, group, worker_props, secrets)
+        finally:
+            if not self.work_dir:
+                shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _submit_in(self, work_dir: str, group: dict, worker_props: dict, secrets: dict) -> dict:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        work_dir = tempfile.mkdtemp(prefix="copycat-", dir=self.work_dir)
         group_path = submit.write_json(group, os.path.join(work_dir, "group.json"))
         result_path = os.path.join(work_dir, "result.json")
-        master = None
-        try:
-            master = SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master")
-        except Exception:  # a missing connection falls back to the hook's default
-            pass
-        conf = {**submit.default_spark_conf(master or "yarn"), **(self.spark_conf or {})}
+        master = self._spark_master()
+        conf = {**submit.default_spark_conf(master), **(self.spark_conf or {})}
         hook = SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=conf,

@@ -52,4 +52,5 @@ def connector_task_group(
             task_id="finish", plan_task_id=plan.task_id, run_task_id=run.task_id, connector=name,
         )
         plan >> run >> finish
+        plan >> finish  # finish also runs when the plan has no groups (the mapped run is skipped)
     return group

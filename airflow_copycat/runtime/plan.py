@@ -27,7 +27,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ..connect.assignment import assign, canonical
 from ..connect.connector import TASK_PARTITIONS_KEY, SinkConnector, task_partitions
-from ..connect.errors import ConnectException
+from ..connect.config import ConfigProblem
+from ..connect.errors import ConfigException, ConnectException
 from . import connector_config, plugins
 from .kafka import admin_client, matching_partitions
 from .offsets import OffsetStore, offset_store
@@ -52,8 +53,11 @@ def make_plan(
     raw = connector_config.load_connector_config(raw_config)
     values, cls = connector_config.parse(raw)
     name = values["name"]
-    tasks_max = int(max_tasks or values["tasks.max"])
-    groups_max = int(max_groups or values["copycat.groups.max"])
+    tasks_max = int(values["tasks.max"] if max_tasks is None else max_tasks)
+    groups_max = int(values["copycat.groups.max"] if max_groups is None else max_groups)
+    if tasks_max < 1 or groups_max < 1:
+        raise ConfigException([ConfigProblem("max_tasks" if tasks_max < 1 else "max_groups",
+                                             min(tasks_max, groups_max), "must be at least 1")], context=f"connector {name!r}")
     secrets = connector_config.secret_keys(raw, cls)
     connector = cls()
     connector.start(values)

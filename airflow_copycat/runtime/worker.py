@@ -46,7 +46,7 @@ _ENV_KEYS = (
     "sasl.username",
     "sasl.password",
 )
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "keystore")
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials", "private.key")
 
 
 def is_secret_key(key: str) -> bool:

@@ -1,0 +1,44 @@
+"""The example DAGs in dags/ parse in Airflow and are wired as their docs say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+def test_example_dags_parse_without_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert {"copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet"} <= set(dagbag.dag_ids)
+
+
+@pytest.mark.parametrize("dag_id", ["copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet"])
+def test_each_connector_is_plan_then_mapped_run_then_finish(dagbag, dag_id):
+    dag = dagbag.get_dag(dag_id)
+    plans = [t for t in dag.task_ids if t.endswith(".plan")]
+    assert plans
+    for plan in plans:
+        group = plan.rsplit(".", 1)[0]
+        run, finish = dag.get_task(f"{group}.run"), dag.get_task(f"{group}.finish")
+        assert run.upstream_task_ids == {plan}
+        assert finish.upstream_task_ids == {plan, f"{group}.run"}
+        assert type(run).__name__ == "MappedOperator"
+
+
+def test_the_parquet_dag_is_scheduled_on_the_alias_the_log_source_emits_through(dagbag):
+    from airflow.sdk import AssetAlias
+
+    source_finish = dagbag.get_dag("copycat_logs_to_kafka").get_task("app-logs.finish")
+    emitted = {o.name for o in source_finish.outlets if isinstance(o, AssetAlias)}
+    schedule = dagbag.get_dag("copycat_kafka_to_parquet").timetable.asset_condition
+    assert emitted == {"copycat/app-logs"}
+    assert {o.name for o in schedule.objects if isinstance(o, AssetAlias)} == emitted

@@ -1,0 +1,269 @@
+"""The operators in real Airflow: ``connector_task_group`` DAGs run with ``dag.test()``
+against the test broker, results read back from Airflow's metadata DB."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from airflow.sdk.log import redact
+
+from airflow_copycat.runtime import submit
+from airflow_copycat.runtime.connector_config import HIDDEN
+from tests.support.airflow_connectors import fingerprint
+
+SOURCE = "FileStreamSource"
+
+
+def write_lines(path, start: int, count: int) -> list[str]:
+    lines = [f"line {i} of {os.path.basename(path)}" for i in range(start, start + count)]
+    with open(path, "a", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    return lines
+
+
+def file_source(unique: str, **extra) -> dict:
+    """A FileStreamSource config whose file and topic come from the DAG's params."""
+    return {"name": f"lines-{unique}", "connector.class": SOURCE, "file": "{{ params.input }}",
+            "topic": "{{ params.topic }}", **extra}
+
+
+def test_file_source_copies_lines_and_each_run_only_the_new_ones(
+        make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
+    # Given a log file and a DAG copying it into a topic, in process
+    log_file = tmp_path / "app.log"
+    lines = write_lines(log_file, 0, 5)
+    topic = f"lines-{unique}"
+    group = f"lines-{unique}"
+    dag = make_dag(f"file_source_{unique}", file_source(unique), params={"input": str(log_file), "topic": topic},
+                   in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    first = run_dag(dag)
+
+    # Then every task succeeded, the summary counts the lines and says where the file was read from and to
+    assert first.state == "success", first.states()
+    assert first.states() == {(f"{group}.plan", -1): "success", (f"{group}.run", 0): "success",
+                              (f"{group}.finish", -1): "success"}
+    summary = first.xcom(f"{group}.finish")
+    assert (summary["status"], summary["records"], summary["topics"]) == ("ok", 5, {topic: 5})
+    [part] = summary["partitions"]
+    assert part["partition"] == {"filename": str(log_file)}
+    assert part["offset_before"] is None
+    assert part["offset_after"]["position"] == log_file.stat().st_size
+    # ... the plan is in XCom, and its groups are what the run task was mapped over
+    plan = first.xcom(f"{group}.plan", key="plan")
+    assert plan["connector"] == group and plan["kind"] == "source"
+    assert plan["partitions"] == [{"filename": str(log_file)}]
+    assert first.xcom(f"{group}.plan") == plan["groups"]
+    assert [t["partitions"] for g in plan["groups"] for t in g["tasks"]] == [[{"filename": str(log_file)}]]
+    assert first.xcom(f"{group}.run", map_index=0)["records"] == 5
+    assert read_topic(topic) == lines
+
+    # When lines are appended and the DAG runs again
+    more = write_lines(log_file, 5, 3)
+    second = run_dag(dag)
+
+    # Then only the new lines move, from where the first run stopped
+    assert second.state == "success", second.states()
+    summary2 = second.xcom(f"{group}.finish")
+    assert summary2["records"] == 3
+    [part2] = summary2["partitions"]
+    assert part2["offset_before"] == part["offset_after"]
+    assert part2["offset_after"]["position"] == log_file.stat().st_size
+    assert second.xcom(f"{group}.plan", key="plan")["offsets"] == [
+        {"partition": {"filename": str(log_file)}, "offset": part["offset_after"]}]
+    assert read_topic(topic) == lines + more
+
+
+def test_invalid_config_fails_the_plan_with_every_problem_and_runs_nothing(
+        make_dag, run_dag, tmp_path, unique, test_worker_config):
+    # Given a config with five bad keys, in a DAG whose tasks would be retried twice
+    config = {"name": f"bad-{unique}", "connector.class": SOURCE, "file": str(tmp_path / "x.log"),
+              "tasks.max": 0, "batch.size": "abc", "encoding": "utf-16", "errors.tolerance": "sometimes"}
+    group = f"bad-{unique}"
+    dag = make_dag(f"invalid_{unique}", config, default_args={"retries": 2, "retry_delay": 1},
+                   worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the plan fails at once, without retries, naming every problem; nothing else runs
+    assert result.state == "failed"
+    assert result.states() == {(f"{group}.plan", -1): "failed", (f"{group}.run", -1): "upstream_failed",
+                               (f"{group}.finish", -1): "upstream_failed"}
+    assert result.try_number(f"{group}.plan") == 1
+    assert "5 problem(s)" in result.log
+    for problem in ("tasks.max=0", "batch.size='abc'", "encoding='utf-16'", "errors.tolerance='sometimes'",
+                    "topic=(absent): is required"):
+        assert problem in result.log
+    assert "Running group" not in result.log and "spark-submit" not in result.log.lower()
+    assert [k for _, _, k, _ in result.xcoms()] == []
+
+
+def test_secrets_reach_the_task_but_no_xcom_file_or_log(
+        make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
+    # Given a connector with a PASSWORD key Airflow does not know by name, and a pass-through
+    # key named like a password; the connector logs both (carelessly)
+    credential, password = f"cred-{unique}-value", f"s3cr3t-{unique}-value"
+    topic = f"cred-{unique}"
+    group = f"cred-{unique}"
+    config = {"name": group, "connector.class": "tests.support.airflow_connectors:CredentialSource",
+              "topic": topic, "api.credential": credential, "connection.password": password}
+    dag = make_dag(f"secrets_{unique}", config, in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the task received the real values (it published their fingerprints)
+    assert result.state == "success", result.states()
+    [received] = [json.loads(v) for v in read_topic(topic)]
+    assert received == {"api.credential": fingerprint(credential), "connection.password": fingerprint(password)}
+    # ... no XCom holds them: the plan and its groups say [hidden]
+    xcoms = result.xcoms()
+    assert {(t, k) for t, _, k, _ in xcoms} == {(f"{group}.plan", "plan"), (f"{group}.plan", "return_value"),
+                                              (f"{group}.run", "return_value"), (f"{group}.finish", "return_value")}
+    for _, _, _, value in xcoms:
+        assert credential not in json.dumps(value) and password not in json.dumps(value)
+    plan = result.xcom(f"{group}.plan", key="plan")
+    assert plan["config"]["api.credential"] == plan["config"]["connection.password"] == HIDDEN
+    for task in (t for g in plan["groups"] for t in g["tasks"]):
+        assert task["config"]["api.credential"] == task["config"]["connection.password"] == HIDDEN
+    # ... the group JSON written for spark-submit is made from those groups
+    for g in plan["groups"]:
+        path = submit.write_json(g, str(tmp_path / f"group-{g['group']}.json"))
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        assert HIDDEN in text and credential not in text and password not in text
+    # ... copycat itself never logged them: only the careless connector did ...
+    leaking = [line for line in result.log.splitlines() if credential in line or password in line]
+    assert leaking and all("CredentialTask connecting" in line for line in leaking)
+    # ... and Airflow's secrets masker, which the task supervisor applies to every line of the
+    # task log (dag.test prints unmasked), knows both values: the task log shows ***
+    task_log = redact(result.log)
+    assert "api.credential=*** connection.password=***" in task_log
+    assert credential not in task_log and password not in task_log
+    # ... and the rendered config (shown in the UI) hides the key Airflow knows by name
+    rendered = result.rendered_fields(f"{group}.run", map_index=0)
+    assert password not in json.dumps(rendered)
+
+
+def test_finish_emits_an_asset_event_for_the_topic_through_the_connector_alias(
+        make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
+    # Given a file source DAG
+    log_file = tmp_path / "app.log"
+    write_lines(log_file, 0, 7)
+    topic = f"assets-{unique}"
+    group = f"lines-{unique}"
+    dag = make_dag(f"assets_{unique}", file_source(unique), params={"input": str(log_file), "topic": topic},
+                   in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the finish task announced the topic, with the record count
+    assert result.state == "success", result.states()
+    assert result.asset_events() == [{
+        "uri": f"kafka://{kafka_bootstrap.split(',')[0]}/{topic}",
+        "extra": {"connector": group, "records": 7},
+        "task_id": f"{group}.finish",
+        "aliases": [f"copycat/{group}"],
+    }]
+
+
+def test_two_groups_run_as_two_mapped_task_instances(
+        make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
+    # Given two files, two tasks and at most two groups
+    for name, n in (("a.log", 4), ("b.log", 6)):
+        write_lines(tmp_path / name, 0, n)
+    topic = f"mapped-{unique}"
+    group = f"lines-{unique}"
+    config = file_source(unique, **{"tasks.max": 2, "copycat.groups.max": 2})
+    dag = make_dag(f"mapped_{unique}", config, params={"input": str(tmp_path / "*.log"), "topic": topic},
+                   in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the run task has map indexes 0 and 1, one task each, and finish adds them up
+    assert result.state == "success", result.states()
+    assert {k: v for k, v in result.states().items() if k[0] == f"{group}.run"} == {
+        (f"{group}.run", 0): "success", (f"{group}.run", 1): "success"}
+    by_group = [result.xcom(f"{group}.run", map_index=i) for i in (0, 1)]
+    assert [(g["group"], len(g["tasks"])) for g in by_group] == [(0, 1), (1, 1)]
+    assert sorted(g["records"] for g in by_group) == [4, 6]
+    summary = result.xcom(f"{group}.finish")
+    assert (summary["groups"], summary["tasks"], summary["records"]) == (2, 2, 10)
+    assert len(read_topic(topic)) == 10
+
+
+def test_connector_config_and_counts_are_rendered_from_params_and_run_conf(
+        make_dag, run_dag, tmp_path, unique, test_worker_config):
+    # Given a DAG whose file and task count are templates over its params
+    default, chosen = tmp_path / "default.log", tmp_path / "chosen.log"
+    write_lines(default, 0, 1)
+    write_lines(chosen, 0, 2)
+    group = f"lines-{unique}"
+    dag = make_dag(f"templated_{unique}", file_source(unique),
+                   params={"input": str(default), "topic": f"templated-{unique}", "tasks": 3},
+                   in_process=True, worker_config=test_worker_config, max_tasks="{{ params.tasks }}")
+
+    # When it runs with the defaults, then with another file in the run's conf
+    by_default = run_dag(dag)
+    by_conf = run_dag(dag, run_conf={"input": str(chosen)})
+
+    # Then each plan read the file its run named, and the rendered config shows it
+    assert by_default.state == by_conf.state == "success"
+    assert by_default.xcom(f"{group}.plan", key="plan")["partitions"] == [{"filename": str(default)}]
+    assert by_conf.xcom(f"{group}.plan", key="plan")["partitions"] == [{"filename": str(chosen)}]
+    assert by_conf.xcom(f"{group}.finish")["records"] == 2
+    rendered = by_conf.rendered_fields(f"{group}.plan")
+    assert rendered["connector_config"]["file"] == str(chosen)
+    assert rendered["max_tasks"] == "3"
+
+
+def test_nothing_to_copy_still_finishes_with_an_empty_summary(
+        make_dag, run_dag, tmp_path, unique, test_worker_config):
+    # Given a glob that matches no file yet
+    group = f"lines-{unique}"
+    dag = make_dag(f"empty_{unique}", file_source(unique),
+                   params={"input": str(tmp_path / "*.log"), "topic": f"empty-{unique}"},
+                   in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the plan has no groups, the run is skipped, and finish records that nothing moved
+    assert result.state == "success", result.states()
+    assert result.states() == {(f"{group}.plan", -1): "success", (f"{group}.run", -1): "skipped",
+                               (f"{group}.finish", -1): "success"}
+    summary = result.xcom(f"{group}.finish")
+    assert (summary["status"], summary["records"], summary["groups"], summary["partitions"]) == ("ok", 0, 0, [])
+    assert result.asset_events() == []
+
+
+def test_replanning_keeps_files_on_their_task_across_runs(
+        make_dag, run_dag, tmp_path, unique, test_worker_config):
+    # Given two files over two tasks, planned and run twice
+    write_lines(tmp_path / "b.log", 0, 1)
+    write_lines(tmp_path / "c.log", 0, 1)
+    group = f"lines-{unique}"
+    dag = make_dag(f"sticky_{unique}", file_source(unique, **{"tasks.max": 2}),
+                   params={"input": str(tmp_path / "*.log"), "topic": f"sticky-{unique}"},
+                   in_process=True, worker_config=test_worker_config)
+    run_dag(dag)
+    second = run_dag(dag)
+
+    # When a file that sorts first appears and the third run re-plans
+    write_lines(tmp_path / "a.log", 0, 1)
+    third = run_dag(dag)
+
+    # Then the known files stay on the task they had (a fresh round-robin would move them)
+    def assignment(result):
+        plan = result.xcom(f"{group}.plan", key="plan")
+        tasks = sorted((t for g in plan["groups"] for t in g["tasks"]), key=lambda t: t["task"])
+        return [sorted(os.path.basename(p["filename"]) for p in t["partitions"]) for t in tasks]
+
+    assert assignment(second) == [["b.log"], ["c.log"]]
+    assert assignment(third) in ([["a.log", "b.log"], ["c.log"]], [["b.log"], ["a.log", "c.log"]])
+    assert third.xcom(f"{group}.finish")["records"] == 1
