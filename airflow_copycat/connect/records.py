@@ -19,12 +19,20 @@ Field meanings follow Kafka Connect's ``ConnectRecord``:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from .data import Schema
 
 Headers = tuple  # tuple[tuple[str, bytes | None], ...]
+
+_SEQUENCE = itertools.count()
+
+
+def next_sequence() -> int:
+    """A process-wide increasing number: orders source records and reported errors as a task made them."""
+    return next(_SEQUENCE)
 
 
 def _freeze_headers(headers) -> tuple:
@@ -78,6 +86,9 @@ class SourceRecord(ConnectRecord):
 
     source_partition: dict | None = None
     source_offset: dict | None = None
+    sequence: int = field(default_factory=next_sequence, compare=False, repr=False)
+    """When the task made this record, relative to its other records and reported errors
+    (set automatically; the framework uses it to order offsets of skipped records)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty, one_of
@@ -40,6 +41,9 @@ FRAMEWORK_CONFIG = (
     .define("copycat.eof.timeout.ms", ConfigType.LONG, 120000, in_range(1000),
             doc="Sinks: a run fails (to be retried) when it gets neither a record nor the end of a "
                 "partition for this long; a long run that keeps reading never times out.")
+    .define("copycat.put.retry.timeout.ms", ConfigType.LONG, 300000, in_range(0),
+            doc="Sinks: how long put() failing with a retriable error (destination briefly unavailable) "
+                "is retried with back-off before the task fails. Kafka Connect retries forever; a bounded run cannot.")
     .define("errors.tolerance", ConfigType.STRING, "none", one_of("none", "all"),
             doc="none: a bad record fails the task, naming where it is; all: it is logged, "
                 "sent to the dead-letter queue if one is set, and skipped.")
@@ -116,9 +120,13 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
     for side in ("key.converter", "value.converter"):
         if raw.get(side):
             try:
-                plugins.resolve_converter(str(raw[side]))
+                plugins.make_converter(raw, {}, side == "key.converter")
             except ConnectException as e:
                 problems.append(ConfigProblem(side, raw[side], str(e)))
+    if raw.get("transforms"):
+        problems.append(ConfigProblem("transforms", raw["transforms"],
+                                      "single message transforms are not supported yet: remove the transforms.* keys "
+                                      "(records would otherwise pass through untransformed)"))
     return values, cls, _hide_secrets(problems, raw, secret_keys(raw, cls))
 
 
@@ -145,8 +153,9 @@ def parse(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type]:
 
 
 def secret_keys(raw: Mapping[str, Any], cls: type | None) -> set[str]:
-    """Keys whose values are secrets: the connector's PASSWORD keys and any key named like one."""
-    keys = {k for k in raw if is_secret_key(k)}
+    """Keys whose values are secrets: the connector's PASSWORD keys, any key named like one,
+    and keys holding a URL with a password."""
+    keys = {k for k in raw if is_secret_key(k) or (isinstance(raw[k], str) and _URL_PASSWORD.search(raw[k]))}
     if cls is not None:
         keys |= {k for k in cls.config_def.secret_keys() if k in raw}
     return keys
@@ -155,11 +164,24 @@ def secret_keys(raw: Mapping[str, Any], cls: type | None) -> set[str]:
 HIDDEN = "[hidden]"
 
 
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]+:)([^/@\s]+)(@)")
+
+
 def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
-    """A copy of ``config`` with the values of ``secrets`` replaced by ``[hidden]``."""
-    return {k: (HIDDEN if k in secrets and v not in (None, "") else v) for k, v in config.items()}
+    """A copy of ``config`` with the values of ``secrets`` replaced by ``[hidden]``, and the
+    password of any ``scheme://user:password@host`` URL too (those keys are then in
+    ``secrets`` for :func:`restore_secrets`)."""
+    out = {}
+    for k, v in config.items():
+        if isinstance(v, str) and _URL_PASSWORD.search(v) and not is_secret_key(k):
+            secrets.add(k)
+            v = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), v)
+        elif k in secrets and v not in (None, ""):
+            v = HIDDEN
+        out[k] = v
+    return out
 
 
 def restore_secrets(config: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Put secret values from ``raw`` back where ``config`` has ``[hidden]``."""
-    return {k: (raw.get(k, v) if v == HIDDEN else v) for k, v in config.items()}
+    """Put secret values from ``raw`` back where ``config`` has ``[hidden]`` (whole values or URL passwords)."""
+    return {k: (raw.get(k, v) if isinstance(v, str) and HIDDEN in v else v) for k, v in config.items()}

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from confluent_kafka import Producer
 
 from ..connect.errors import ConnectException
+from .kafka import admin_client, ensure_topic
+from .worker import WorkerConfig
 
 log = logging.getLogger("airflow_copycat.errors")
 
@@ -43,7 +45,9 @@ class RecordFailed(ConnectException):
 class ErrorHandler:
     """Decides what happens to a failed record; counts what it tolerated."""
 
-    def __init__(self, config: Mapping[str, Any], task_id: int, producer_factory: Callable[[], Producer] | None):
+    def __init__(self, config: Mapping[str, Any], task_id: int, worker: WorkerConfig, producer: Producer | None = None):
+        """``producer``: one the task already has (sources), else the handler makes its own."""
+        self.worker = worker
         self.connector = str(config.get("name"))
         self.task_id = task_id
         self.tolerate = str(config.get("errors.tolerance", "none")).lower() == "all"
@@ -51,8 +55,9 @@ class ErrorHandler:
         self.log_messages = _bool(config.get("errors.log.include.messages"))
         self.dlq_topic = config.get("errors.deadletterqueue.topic.name") or ""
         self.context_headers = _bool(config.get("errors.deadletterqueue.context.headers.enable"))
-        self._producer_factory = producer_factory
-        self._producer: Producer | None = None
+        self.dlq_replication_factor = int(config.get("errors.deadletterqueue.topic.replication.factor") or -1)
+        self._producer: Producer | None = producer
+        self._dlq_ready = False
         self.count = 0
         self.dlq_count = 0
         self._dlq_errors: list[str] = []
@@ -104,10 +109,12 @@ class ErrorHandler:
                 ctx[H_SOURCE_PARTITION] = json.dumps(source_partition, separators=(",", ":"))
                 ctx[H_SOURCE_OFFSET] = json.dumps(source_offset, separators=(",", ":"))
             hdrs += [(k, v.encode("utf-8")) for k, v in ctx.items()]
+        if not self._dlq_ready:
+            ensure_topic(admin_client(self.worker.admin_config()), self.dlq_topic,
+                         partitions=1, replication_factor=self.dlq_replication_factor)
+            self._dlq_ready = True
         if self._producer is None:
-            if self._producer_factory is None:
-                raise ConnectException("a dead-letter queue is configured but no producer is available")
-            self._producer = self._producer_factory()
+            self._producer = Producer(self.worker.producer_config())
 
         def on_delivery(err, msg):
             if err is not None:
@@ -120,7 +127,7 @@ class ErrorHandler:
     def flush(self) -> None:
         """Wait until every dead-lettered record is acknowledged; raise if one was not.
         Called before offsets past those records are committed."""
-        if self._producer is not None:
+        if self._producer is not None and self.dlq_count:
             left = self._producer.flush(60)
             if left or self._dlq_errors:
                 raise ConnectException(

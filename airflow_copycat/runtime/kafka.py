@@ -55,7 +55,9 @@ def ensure_topic(
     try:
         fut.result()
     except KafkaException as e:
-        if e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+        if e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:  # another task won the race
+            if known is not None:
+                known[name] = existing_topics(admin).get(name, partitions)
             return False
         raise ConnectException(f"cannot create topic {name!r}: {e}") from e
     # Wait until the topic's metadata is visible, so producers do not race its creation.
@@ -65,6 +67,34 @@ def ensure_topic(
     if known is not None:
         known[name] = partitions
     return True
+
+
+def topic_partition_count(admin: AdminClient, name: str, timeout: float = 15.0) -> int:
+    """Partitions of topic ``name``; 0 if it does not exist. Raises if the broker reports
+    another error for it (not authorized, leader not available...)."""
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise RetriableException(f"cannot list topics: {e}") from e
+    t = md.topics.get(name)
+    if t is None:
+        return 0
+    if t.error is not None:
+        if t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return 0
+        raise ConnectException(f"topic {name}: {t.error.str()}")
+    return len(t.partitions)
+
+
+def topic_config(admin: AdminClient, name: str) -> dict[str, str]:
+    """The configuration of topic ``name`` (empty if the broker cannot describe it)."""
+    from confluent_kafka.admin import ConfigResource
+
+    try:
+        future = admin.describe_configs([ConfigResource("topic", name)])[ConfigResource("topic", name)]
+        return {k: v.value for k, v in future.result(timeout=15).items()}
+    except Exception:  # describe is best effort: the check it feeds is a safety net
+        return {}
 
 
 def matching_partitions(

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ..connect.assignment import canonical
 from ..connect.errors import ConnectException
 from ..connect.task import OffsetStorageReader
-from .kafka import admin_client, ensure_topic, existing_topics, read_to_end
+from .kafka import admin_client, ensure_topic, read_to_end, topic_config, topic_partition_count
 from .worker import WorkerConfig
 
 Offsets = dict  # canonical partition -> {"partition": ..., "offset": ...}
@@ -51,12 +51,14 @@ class OffsetStore:
         """Committed offsets of every connector in the store, by connector name."""
         raise NotImplementedError
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
         """Durably store ``(partition, offset)`` pairs; an offset of ``None`` deletes the
-        partition's offset. Returns only once the store acknowledged all of them.
-        ``producer``: a Kafka producer the caller already has (the source loop's), reused
-        by the Kafka store instead of starting its own."""
+        partition's offset. Returns only once the store acknowledged all of them."""
         raise NotImplementedError
+
+    def prepare_writes(self) -> None:
+        """Called when a run that will write offsets starts, so the first write is not slowed
+        by connection set-up. Optional."""
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -76,22 +78,50 @@ class KafkaOffsetStore(OffsetStore):
         return f"kafka topic {self.topic} at {self.worker.bootstrap_servers}"
 
     def ensure_topic(self) -> None:
+        """Create the offset topic (compacted) if missing; refuse one that is not compacted,
+        as Kafka Connect does -- offsets in a deleting topic would expire and the
+        connector would silently start over."""
         if self._ensured:
             return
         admin = admin_client(self.worker.admin_config())
-        ensure_topic(
+        created = ensure_topic(
             admin,
             self.topic,
             partitions=int(self.worker.get("offset.storage.partitions")),
             replication_factor=int(self.worker.get("offset.storage.replication.factor")),
             config={"cleanup.policy": "compact"},
         )
+        if not created:
+            policy = topic_config(admin, self.topic).get("cleanup.policy", "")
+            if policy and "compact" not in policy:
+                raise ConnectException(
+                    f"offset topic {self.topic} has cleanup.policy={policy}; it must be compact, or offsets expire. "
+                    f"Run: kafka-configs --alter --entity-type topics --entity-name {self.topic} "
+                    f"--add-config cleanup.policy=compact"
+                )
         self._ensured = True
 
+    def _writer(self) -> Producer:
+        """The store's own producer: the worker's producer settings, but always idempotent,
+        acks=all and Java's murmur2 partitioner, so every value of a key lands in the same
+        partition in order (last value wins) whatever a connector overrides."""
+        if self._producer is None:
+            cfg = self.worker.producer_config()
+            cfg.update({"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random",
+                        "linger.ms": 0})
+            self._producer = Producer(cfg)
+        return self._producer
+
+    def prepare_writes(self) -> None:
+        self.ensure_topic()
+        self._writer()
+
     def read_all(self) -> dict[str, Offsets]:
-        """Reading never creates the topic: a missing offset topic holds no offsets."""
+        """Reading never creates the topic: a missing offset topic holds no offsets. A topic
+        the broker reports with an error (not authorized, leader unavailable) fails the read:
+        treating it as empty would restart every source from the beginning."""
         admin = admin_client(self.worker.admin_config())
-        n = existing_topics(admin).get(self.topic, 0)
+        n = topic_partition_count(admin, self.topic)
         consumer = Consumer(self.worker.consumer_config(f"copycat-offset-reader-{uuid.uuid4().hex[:8]}"))
         out: dict[str, Offsets] = {}
         try:
@@ -114,14 +144,11 @@ class KafkaOffsetStore(OffsetStore):
     def read(self, connector: str) -> Offsets:
         return self.read_all().get(connector, {})
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
         if not offsets:
             return
         self.ensure_topic()
-        if producer is None:
-            if self._producer is None:
-                self._producer = Producer(self.worker.producer_config())
-            producer = self._producer
+        producer = self._writer()
         errors: list[str] = []
 
         def on_delivery(err, msg):
@@ -170,7 +197,7 @@ class FileOffsetStore(OffsetStore):
     def read(self, connector: str) -> Offsets:
         return self.read_all().get(connector, {})
 
-    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]], producer: Producer | None = None) -> None:
+    def write(self, connector: str, offsets: Sequence[tuple[Any, Any]]) -> None:
         if not offsets:
             return
         with self._lock():

@@ -59,6 +59,7 @@ def make_plan(
         raise ConfigException([ConfigProblem("max_tasks" if tasks_max < 1 else "max_groups",
                                              min(tasks_max, groups_max), "must be at least 1")], context=f"connector {name!r}")
     secrets = connector_config.secret_keys(raw, cls)
+    _check_clients(values, worker, issubclass(cls, SinkConnector))
     connector = cls()
     connector.start(values)
     try:
@@ -93,6 +94,33 @@ def make_plan(
         "offsets": offsets,
         "groups": groups,
     }
+
+
+def _check_clients(values: Mapping[str, Any], worker: WorkerConfig, sink: bool) -> None:
+    """Fail at plan time, not inside Spark, on Kafka client settings librdkafka rejects and on
+    converters that cannot be configured. Building a client checks its settings without
+    waiting for a connection."""
+    from confluent_kafka import KafkaException, Producer
+
+    problems: list[ConfigProblem] = []
+    for is_key in (True, False):
+        try:
+            plugins.make_converter(values, worker.props, is_key)
+        except Exception as e:
+            side = "key.converter" if is_key else "value.converter"
+            problems.append(ConfigProblem(side, values.get(side) or worker.props.get(side), f"cannot be configured: {e}"))
+    prefix = "consumer.override." if sink else "producer.override."
+    overrides = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+    try:
+        if sink:
+            Consumer(worker.consumer_config("copycat-config-check", overrides)).close()
+        else:
+            Producer(worker.producer_config(overrides)).flush(0)
+    except (KafkaException, ValueError, TypeError) as e:
+        problems.append(ConfigProblem(prefix + "* / worker " + prefix.split(".")[0] + ".*", None,
+                                      f"rejected by the Kafka client: {e}"))
+    if problems:
+        raise ConfigException(problems, context=f"connector {values.get('name')!r}")
 
 
 def _previous_assignment(previous: Mapping[str, Any] | None) -> list[list[Any]] | None:

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from ..connect.errors import ConnectException, RetriableException
 from ..connect.records import SinkRecord
@@ -44,6 +44,26 @@ def consumer_group(connector: str) -> str:
     return f"connect-{connector}"
 
 
+def _put(sink_task: SinkTask, batch: list[SinkRecord], retry_timeout: float, name: str, task_id: int) -> None:
+    """``put`` the batch; on :class:`RetriableException` give the same batch again after a
+    growing back-off, for up to ``retry_timeout`` seconds, then fail."""
+    deadline, delay = time.monotonic() + retry_timeout, 0.5
+    while True:
+        try:
+            sink_task.put(batch)
+            return
+        except RetriableException as e:
+            if time.monotonic() + delay > deadline:
+                first = batch[0]
+                raise ConnectException(
+                    f"put() kept failing for {retry_timeout:.0f}s (copycat.put.retry.timeout.ms), first record "
+                    f"at topic {first.topic} partition {first.kafka_partition} offset {first.kafka_offset}: {e}"
+                ) from e
+            log.warning("connector %s task %s: put() failed (%s); retrying in %.1fs", name, task_id, e, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
     """Run one sink task config (``{"task": id, "config": {...}}``) for one bounded run.
     Returns the task result; failures are reported in it, not raised."""
@@ -57,7 +77,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
     try:
         consumer_overrides = {k[len("consumer.override."):]: v for k, v in config.items() if k.startswith("consumer.override.")}
         consumer = Consumer(worker.consumer_config(consumer_group(name), consumer_overrides))
-        handler = ErrorHandler(config, stats.task, lambda: Producer(worker.producer_config()))
+        handler = ErrorHandler(config, stats.task, worker)
         cls = plugins.resolve_connector(str(config["connector.class"]))
         sink_task = cls().task_class()()
         ctx = SinkTaskContext(config, assigned)
@@ -69,18 +89,20 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
         value_conv = plugins.make_converter(config, worker.props, False)
 
         start = dict(ctx.take_rewinds())
-        group_committed = consumer.committed([TopicPartition(t, p) for t, p in assigned], timeout=30) if assigned else []
-        for tp in group_committed:
-            if (tp.topic, tp.partition) not in start and tp.offset >= 0:
-                start[(tp.topic, tp.partition)] = tp.offset
+        if assigned and not getattr(cls, "offsets_in_destination", False):
+            # Sinks without their own offsets resume from the consumer group; the others only
+            # from the destination, so wiping the destination re-copies the topic.
+            for tp in consumer.committed([TopicPartition(t, p) for t, p in assigned], timeout=30):
+                if (tp.topic, tp.partition) not in start and tp.offset >= 0:
+                    start[(tp.topic, tp.partition)] = tp.offset
         entries = {(t, p): stats.partition([t, p], start.get((t, p))) for t, p in assigned}
 
         positions: dict[tuple[str, int], int] = {tp: off for tp, off in start.items() if tp in set(assigned)}
         committed: dict[tuple[str, int], int] = {}
 
         def commit(final: bool):
+            handler.flush()  # dead-lettered records are durable before the sink commits past them
             safe = sink_task.pre_commit(dict(positions), final=final)
-            handler.flush()
             safe = {tp: off for tp, off in (safe or {}).items() if committed.get(tp) != off}
             if safe:
                 consumer.commit(offsets=[TopicPartition(t, p, off) for (t, p), off in safe.items()], asynchronous=False)
@@ -93,6 +115,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
         max_ms = int(config.get("copycat.run.max.ms") or -1)
         stall_timeout = int(config.get("copycat.eof.timeout.ms") or 120000) / 1000.0
         flush_every = worker.offset_flush_interval_ms / 1000.0
+        retry_timeout = int(config.get("copycat.put.retry.timeout.ms") or 0) / 1000.0
         started = last_commit = last_progress = time.monotonic()
         seen = 0
         while pending:
@@ -152,7 +175,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 entry["bytes"] += len(msg.value() or b"") + len(msg.key() or b"")
                 seen += 1
             if batch:
-                sink_task.put(batch)
+                _put(sink_task, batch, retry_timeout, name, stats.task)
             rewinds = ctx.take_rewinds()
             for tp, off in rewinds.items():
                 consumer.seek(TopicPartition(tp[0], tp[1], off))

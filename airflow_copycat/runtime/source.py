@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from ..connect.assignment import canonical
 from ..connect.errors import ConnectException
 from ..connect.connector import task_partitions
+from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
 from . import plugins
 from .errors import ErrorHandler
@@ -31,17 +32,20 @@ log = logging.getLogger("airflow_copycat.source")
 
 
 class _Context(SourceTaskContext):
-    def __init__(self, config, reader, handler: ErrorHandler, on_skip):
+    """Routes a task's bad records to the error handler. A tolerated record's offset is
+    committed in the order the task reported it among its records (``skipped``)."""
+
+    def __init__(self, config, reader, handler: ErrorHandler):
         super().__init__(config, reader)
         self._handler = handler
-        self._on_skip = on_skip
+        self.skipped: list[tuple[int, Any, Any]] = []  # (sequence, partition, offset)
 
     def report_error(self, error, *, source_partition, source_offset, raw=None, location=""):
         self._handler.handle(
             "SOURCE_TASK", error, location=location or f"partition {source_partition} offset {source_offset}",
             value=raw, source_partition=source_partition, source_offset=source_offset,
         )
-        self._on_skip(source_partition, source_offset)
+        self.skipped.append((next_sequence(), source_partition, source_offset))
 
 
 def _overrides(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -64,8 +68,9 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
     try:
         producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
         producer = Producer(producer_cfg)
-        handler = ErrorHandler(config, stats.task, lambda: producer)
+        handler = ErrorHandler(config, stats.task, worker, producer)
         committed = store.read(name)
+        store.prepare_writes()
         for partition in task_partitions(config):
             stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
         pending: dict[str, tuple[Any, Any]] = {}
@@ -85,7 +90,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             pending[key] = (partition, offset)
             return entry
 
-        ctx = _Context(config, SnapshotOffsetReader(committed), handler, mark)
+        ctx = _Context(config, SnapshotOffsetReader(committed), handler)
         cls = plugins.resolve_connector(str(config["connector.class"]))
         source_task = cls().task_class()()
         source_task.initialize(ctx)
@@ -106,7 +111,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {delivery_errors[0]}"
                 raise ConnectException(why + "; offsets were not committed past them")
             if pending:
-                store.write(name, list(pending.values()), producer=producer)
+                store.write(name, list(pending.values()))
                 pending.clear()
             source_task.commit()
 
@@ -128,11 +133,17 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 log.info("connector %s task %s: time budget of %s ms reached", name, stats.task, max_ms)
                 break
             batch = source_task.poll()
+            skipped, ctx.skipped = ctx.skipped, []
             if batch is None:
+                for _, partition, offset in skipped:
+                    mark(partition, offset)
                 break
-            if not batch:
+            if not batch and not skipped:
                 time.sleep(0.05)
             for record in batch:
+                while skipped and skipped[0][0] < record.sequence:  # a tolerated record the task skipped before this one
+                    _, partition, offset = skipped.pop(0)
+                    mark(partition, offset)
                 if record.topic not in known_topics:
                     ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
                 try:
@@ -166,6 +177,8 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                     entry["records"] += 1
                     entry["bytes"] += len(value or b"") + len(key or b"")
                 topics[record.topic] = topics.get(record.topic, 0) + 1
+            for _, partition, offset in skipped:
+                mark(partition, offset)
             stats.errors = handler.count
             stats.dead_lettered = handler.dlq_count
             if time.monotonic() - last_commit >= flush_every:

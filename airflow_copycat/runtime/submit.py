@@ -47,11 +47,13 @@ def application_path() -> str:
 
 
 def default_spark_conf(master: str | None) -> dict[str, str]:
-    """Settings for a fast start on a single machine (``local[...]`` or a master on
-    127.0.0.1); none for remote clusters."""
+    """Always: no speculative task attempts (two attempts of one task would copy the same
+    partitions at once). On a single machine (``local[...]`` or a master on 127.0.0.1):
+    settings for a fast start."""
+    conf = {"spark.speculation": "false", "spark.ui.showConsoleProgress": "false"}
     if master and (master.startswith("local") or "127.0.0.1" in master or "localhost" in master):
-        return dict(_LOCAL_FAST_CONF)
-    return {"spark.ui.showConsoleProgress": "false"}
+        conf.update(_LOCAL_FAST_CONF)
+    return conf
 
 
 def package_zip(dest_dir: str | None = None) -> str:
@@ -63,16 +65,26 @@ def package_zip(dest_dir: str | None = None) -> str:
     for p in files:
         digest.update(str(p.relative_to(root)).encode())
         digest.update(p.read_bytes())
-    dest = Path(dest_dir or tempfile.gettempdir())
+    dest = Path(dest_dir) if dest_dir else _private_dir()
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"airflow_copycat-{digest.hexdigest()[:16]}.zip"
     if not path.exists():
-        tmp = path.with_suffix(".zip.tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        fd, tmp = tempfile.mkstemp(dir=dest, prefix=".zip-")  # unique: concurrent groups do not collide
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
             for p in files:
                 z.write(p, str(Path("airflow_copycat") / p.relative_to(root)))
         os.replace(tmp, path)
     return str(path)
+
+
+def _private_dir() -> Path:
+    """A directory only this user can write, so nobody can plant code that ships to executors."""
+    path = Path(tempfile.gettempdir()) / f"airflow-copycat-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise RuntimeError(f"{path} is not a private directory of this user; remove it")
+    return path
 
 
 def submit_env(worker_props: Mapping[str, Any], secrets: Mapping[str, Any], base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -17,6 +17,7 @@ passed to Spark through the environment, never written to disk by the framework.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -46,13 +47,16 @@ _ENV_KEYS = (
     "sasl.username",
     "sasl.password",
 )
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials", "private.key")
+_SECRET_KEY = re.compile(
+    r"password|passwd|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
+    r"|api[._]?key|oauthbearer\.config|store\.options",
+    re.IGNORECASE,
+)
 
 
 def is_secret_key(key: str) -> bool:
     """Whether a config key's value must be hidden (passwords, tokens, JAAS configs)."""
-    k = key.lower()
-    return any(w in k for w in _SECRET_WORDS)
+    return bool(_SECRET_KEY.search(key))
 
 
 def load_properties(path: str) -> dict[str, str]:

@@ -131,3 +131,26 @@ def test_a_validator_quoting_a_secret_does_not_leak_it():
         [ConfigProblem("api.token", "hunter2-token", "must start with 'tok-', got 'hunter2-token'")],
         {"api.token": "hunter2-token"}, {"api.token"})
     assert "hunter2" not in str(hidden[0]) and "[hidden]" in str(hidden[0])
+
+
+def test_url_passwords_are_hidden_and_restored():
+    raw = {"name": "x", "store.url": "s3://key:s3cr3t@bucket/path", "topics": "t"}
+    secrets = connector_config.secret_keys(raw, None)
+    hidden = connector_config.redact(raw, secrets)
+    assert hidden["store.url"] == "s3://key:[hidden]@bucket/path"
+    assert connector_config.restore_secrets(hidden, raw) == raw
+
+
+@pytest.mark.parametrize("key", ["connection.password", "sasl.jaas.config", "api.key", "azure.account.key",
+                                 "aws.secret.access.key", "sasl.oauthbearer.config", "store.options", "api.credential"])
+def test_secret_key_names(key):
+    from airflow_copycat.runtime.worker import is_secret_key
+
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["ssl.keystore.location", "key.converter", "topic", "tasks.max"])
+def test_ordinary_key_names_are_not_secret(key):
+    from airflow_copycat.runtime.worker import is_secret_key
+
+    assert not is_secret_key(key)
