@@ -49,6 +49,9 @@ class Type(str, Enum):
         return self not in (Type.ARRAY, Type.MAP, Type.STRUCT)
 
 
+_type_of = type  # Schema.__init__ has a parameter named type
+_MISSING = object()
+
 _INT_RANGES = {
     Type.INT8: (-(2**7), 2**7 - 1),
     Type.INT16: (-(2**15), 2**15 - 1),
@@ -94,6 +97,10 @@ class Schema:
         "_fields",
         "key_schema",
         "value_schema",
+        "_by_name",  # field name -> its first Field (Schema.field is O(1)); None unless every name is a str
+        "_positional",  # names all different and each field's index its position: a name finds its position
+        "_hash",  # hash(), computed once (the schema is immutable); None if a member is unhashable
+        "_memo",  # None, or what users (converters, formats) derived from this schema, by their own keys
     )
 
     def __init__(
@@ -124,15 +131,42 @@ class Schema:
         # insertion order, as Kafka's LinkedHashMap: converters write parameters in this order
         s(self, "_parameters", tuple((parameters or {}).items()))
         s(self, "_fields", tuple(fields or ()))
+        by_name: dict | None = {}
+        for f in self._fields:
+            if _type_of(getattr(f, "name", None)) is not str:  # only str names (else Schema.field scans, as it did)
+                by_name = None
+                break
+            by_name.setdefault(f.name, f)  # the first of equal names, as a scan finds it
+        s(self, "_by_name", by_name)
+        s(self, "_positional", by_name is not None and len(by_name) == len(self._fields)
+          and all(getattr(f, "index", None) == i for i, f in enumerate(self._fields)))
         s(self, "key_schema", key_schema)
         s(self, "value_schema", value_schema)
         s(self, "default", None)
+        try:
+            h = hash((t, self.optional, name, version, len(self._fields)))
+        except TypeError:  # __hash__ raises it again, as before
+            h = None
+        s(self, "_hash", h)
+        s(self, "_memo", None)
         if default is not None:
             validate_value(self, default, "default")
         s(self, "default", default)
 
     def __setattr__(self, key, value):
         raise AttributeError("Schema is immutable; build a new one with SchemaBuilder")
+
+    def _memoized(self, key: str, compute):
+        """``compute(self)``, computed once per schema object and ``key`` (the schema is immutable,
+        so whatever depends on it alone can be kept with it)."""
+        memo = self._memo
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute(self)
+        return value
 
     @property
     def parameters(self) -> dict[str, str]:
@@ -148,6 +182,9 @@ class Schema:
         """The field called ``name``, or ``None`` if this struct has none."""
         if self.type is not Type.STRUCT:
             raise DataException(f"cannot look up field {name!r} of a {self.type.value} schema")
+        by_name = self._by_name
+        if by_name is not None and type(name) is str:
+            return by_name.get(name)
         for f in self._fields:
             if f.name == name:
                 return f
@@ -168,10 +205,13 @@ class Schema:
         )
 
     def __eq__(self, other):
-        return isinstance(other, Schema) and self._key() == other._key()
+        return self is other or (isinstance(other, Schema) and self._key() == other._key())
 
     def __hash__(self):
-        return hash((self.type, self.optional, self.name, self.version, len(self._fields)))
+        h = self._hash
+        if h is None:
+            return hash((self.type, self.optional, self.name, self.version, len(self._fields)))
+        return h
 
     def __repr__(self):
         bits = [self.type.value]
@@ -475,7 +515,7 @@ def validate_value(schema: Schema, value: Any, where: str = "value") -> None:
     if t is Type.STRUCT:
         if not isinstance(value, Struct):
             raise DataException(f"{where}: {type(value).__name__} is not a Struct")
-        if value.schema != schema:
+        if value.schema is not schema and value.schema != schema:
             raise DataException(f"{where}: Struct schema {value.schema!r} does not match {schema!r}")
         value.validate()
         return
@@ -508,11 +548,26 @@ class Struct:
         if schema.type is not Type.STRUCT:
             raise DataException(f"a Struct needs a struct schema, not {schema!r}")
         self.schema = schema
-        self._values: list[Any] = [None] * len(schema.fields)
+        self._values: list[Any] = [None] * len(schema._fields)
         for k, v in (values or {}).items():
             self.put(k, v)
 
+    @classmethod
+    def _trusted(cls, schema: Schema, values: list[Any]) -> Struct:
+        """A Struct of ``schema`` holding ``values`` (one per field, in field order) as they are:
+        no check at all. Only for converters whose values are known to fit (what ``put`` of
+        each would have accepted); ``schema`` must be a struct schema."""
+        s = cls.__new__(cls)
+        s.schema = schema
+        s._values = values
+        return s
+
     def _field(self, name: str) -> Field:
+        if type(name) is str:
+            try:
+                return self.schema._by_name[name]
+            except (KeyError, TypeError):  # not a field, or no name index (TypeError: it is None)
+                pass
         f = self.schema.field(name)
         if f is None:
             raise DataException(f"{name!r} is not a field of {self.schema.name or 'the struct schema'}")
@@ -537,7 +592,10 @@ class Struct:
         return self.get(name)
 
     def values(self) -> list[Any]:
-        return [self.get(f.name) for f in self.schema.fields]
+        schema = self.schema
+        if schema._positional:  # get(f.name) reads position i
+            return [f.schema.default if v is None else v for f, v in zip(schema._fields, self._values)]
+        return [self.get(f.name) for f in schema.fields]
 
     def validate(self) -> None:
         for f in self.schema.fields:

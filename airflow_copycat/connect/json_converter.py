@@ -116,7 +116,9 @@ _INT_RANGES = {
     Type.INT8: (-(2**7), 2**7 - 1), Type.INT16: (-(2**15), 2**15 - 1),
     Type.INT32: (-(2**31), 2**31 - 1), Type.INT64: (-(2**63), 2**63 - 1),
 }
-_INT32 = _INT_RANGES[Type.INT32]
+_INT32_RANGE = _INT_RANGES[Type.INT32]
+_INT_BOUNDS = {id(t): bounds for t, bounds in _INT_RANGES.items()}  # by id: Enum hashing is a Python call
+_STRING, _INT8, _INT16, _INT32, _INT64 = Type.STRING, Type.INT8, Type.INT16, Type.INT32, Type.INT64
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -134,6 +136,12 @@ class JsonConverter(Converter):
         self._schema_cache: OrderedDict[Schema, list[str]] = OrderedDict()
         self._connect_schema_cache: OrderedDict[str, Schema] = OrderedDict()
         self._lock = threading.Lock()
+        # envelopes read lately, most recent first: (the bytes up to the payload,
+        # '{"schema":<schema>,"payload":', where the payload starts in the text, the key of the
+        # schema in _connect_schema_cache). A message starting with such bytes is parsed from there.
+        self._envelopes: tuple[tuple[bytes, int, str], ...] = ()
+        # (schema, its JSON) when the schema's entry is the most recent one of _schema_cache
+        self._last_schema_json: tuple[Schema, str] | None = None
 
     @staticmethod
     def config() -> ConfigDef:
@@ -149,6 +157,8 @@ class JsonConverter(Converter):
         with self._lock:
             self._schema_cache.clear()
             self._connect_schema_cache.clear()
+            self._envelopes = ()
+            self._last_schema_json = None
 
     def _cached(self, cache: OrderedDict, key):
         with self._lock:
@@ -184,37 +194,51 @@ class JsonConverter(Converter):
 
     def as_json_schema(self, schema: Schema) -> str:
         """The schema as Kafka writes it in the envelope (``JsonConverter.asJsonSchema``)."""
-        return "{" + ",".join(self._schema_members(schema)) + "}"
+        last = self._last_schema_json
+        if last is not None and last[0] is schema:
+            # the cache's most recent entry is this schema's: the lookup would only return its text
+            return last[1]
+        text = self._schema_json(schema)[1]
+        if self.cache_size > 0:
+            self._last_schema_json = (schema, text)
+        return text
 
-    def _schema_members(self, schema: Schema) -> list[str]:
-        cached = self._cached(self._schema_cache, schema)
-        if cached is not None:
-            return cached
-        t = schema.type
-        members = ['"type":"' + _TYPE_TO_JSON[t] + '"']
-        if t is Type.ARRAY:
-            members.append('"items":' + self.as_json_schema(schema.value_schema))
-        elif t is Type.MAP:
-            members.append('"keys":' + self.as_json_schema(schema.key_schema))
-            members.append('"values":' + self.as_json_schema(schema.value_schema))
-        elif t is Type.STRUCT:
-            fields = ("{" + ",".join(self._schema_members(f.schema) + ['"field":' + _quote(f.name)]) + "}"
-                      for f in schema.fields)
-            members.append('"fields":[' + ",".join(fields) + "]")
-        members.append('"optional":' + ("true" if schema.optional else "false"))
-        if schema.name is not None:
-            members.append('"name":' + _quote(schema.name))
-        if schema.version is not None:
-            members.append('"version":' + str(int(schema.version)))
-        if schema.doc is not None:
-            members.append('"doc":' + _quote(schema.doc))
-        if schema.parameters:
-            members.append('"parameters":{' + ",".join(
-                _quote(k) + ":" + _quote(v) for k, v in schema.parameters.items()) + "}")
-        if schema.default is not None:
-            members.append('"default":' + self._to_json(schema, schema.default, "default"))
-        self._cache(self._schema_cache, schema, members)
-        return members
+    def _schema_json(self, schema: Schema) -> tuple[list[str], str]:
+        """The schema's JSON members and the object they make, from the LRU cache (by schema
+        equality, as Kafka's) or computed and cached."""
+        self._last_schema_json = None  # (whatever happens here, the cache's order may change)
+        try:
+            cached = self._cached(self._schema_cache, schema)
+            if cached is not None:
+                return cached
+            t = schema.type
+            members = ['"type":"' + _TYPE_TO_JSON[t] + '"']
+            if t is Type.ARRAY:
+                members.append('"items":' + self.as_json_schema(schema.value_schema))
+            elif t is Type.MAP:
+                members.append('"keys":' + self.as_json_schema(schema.key_schema))
+                members.append('"values":' + self.as_json_schema(schema.value_schema))
+            elif t is Type.STRUCT:
+                fields = ("{" + ",".join(self._schema_json(f.schema)[0] + ['"field":' + _quote(f.name)]) + "}"
+                          for f in schema.fields)
+                members.append('"fields":[' + ",".join(fields) + "]")
+            members.append('"optional":' + ("true" if schema.optional else "false"))
+            if schema.name is not None:
+                members.append('"name":' + _quote(schema.name))
+            if schema.version is not None:
+                members.append('"version":' + str(int(schema.version)))
+            if schema.doc is not None:
+                members.append('"doc":' + _quote(schema.doc))
+            if schema.parameters:
+                members.append('"parameters":{' + ",".join(
+                    _quote(k) + ":" + _quote(v) for k, v in schema.parameters.items()) + "}")
+            if schema.default is not None:
+                members.append('"default":' + self._to_json(schema, schema.default, "default"))
+            entry = (members, "{" + ",".join(members) + "}")
+            self._cache(self._schema_cache, schema, entry)
+            return entry
+        finally:
+            self._last_schema_json = None
 
     def _to_json(self, schema: Schema | None, value: Any, path: str) -> str:
         """One value as JSON text (Kafka's ``convertToJson``)."""
@@ -227,22 +251,26 @@ class JsonConverter(Converter):
                 return "null"
             raise DataException(f"{path}: null for a required {schema.type.value} schema that has no default")
 
-        if schema is not None and schema.name is not None:
-            logical = _LOGICAL_TO_JSON.get(schema.name)
-            if logical is not None:
-                return logical(self, schema, value, path)
-
-        if schema is None:
+        if schema is not None:
+            if schema.name is not None:
+                logical = _LOGICAL_TO_JSON.get(schema.name)
+                if logical is not None:
+                    return logical(self, schema, value, path)
+            t = schema.type
+        else:
             t = _infer_type(value, path)
             if t is Type.STRUCT:
                 schema = value.schema  # Kafka raises here; the Struct knows its schema
-        else:
-            t = schema.type
 
-        if t in _INT_RANGES:
+        # each type's checks as before; the commonest types are tested first, by identity
+        if t is _STRING:
+            if not isinstance(value, str):
+                raise _wrong_type(path, t, value)
+            return _quote(value)
+        if t is _INT32 or t is _INT64 or t is _INT16 or t is _INT8:
             if not isinstance(value, int) or isinstance(value, bool):
                 raise _wrong_type(path, t, value)
-            lo, hi = _INT_RANGES[t]
+            lo, hi = _INT_BOUNDS[id(t)]
             if not lo <= value <= hi:
                 raise DataException(f"{path}: {value} is out of range for {t.value}")
             return str(value)
@@ -254,10 +282,6 @@ class JsonConverter(Converter):
             if not isinstance(value, bool):
                 raise _wrong_type(path, t, value)
             return "true" if value else "false"
-        if t is Type.STRING:
-            if not isinstance(value, str):
-                raise _wrong_type(path, t, value)
-            return _quote(value)
         if t is Type.BYTES:
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise _wrong_type(path, t, value)
@@ -274,8 +298,20 @@ class JsonConverter(Converter):
         # STRUCT
         if not isinstance(value, Struct):
             raise _wrong_type(path, t, value)
-        if value.schema != schema:
+        if value.schema is not schema and value.schema != schema:
             raise DataException(f"{path}: the Struct's schema {value.schema!r} does not match {schema!r}")
+        if schema._positional:
+            # value.get_without_default(f.name) is the value at f's position (equal schemas have
+            # equal fields); a str or int of a plain string or integer field is written here,
+            # as _to_json would write it
+            to_json, quote = self._to_json, _quote
+            return "{" + ",".join([
+                member + (quote(v) if kind is _STR_FIELD and type(v) is str
+                          else str(v) if kind is _INT_FIELD and type(v) is int and lo <= v <= hi
+                          else to_json(field_schema, v, path + suffix))
+                for v, (_, member, field_schema, suffix, kind, lo, hi)
+                in zip(value._values, schema._memoized("json.fields", _field_plan))
+            ]) + "}"
         return "{" + ",".join(
             _quote(f.name) + ":" + self._to_json(f.schema, value.get_without_default(f.name), f"{path}.{f.name}")
             for f in schema.fields) + "}"
@@ -302,29 +338,76 @@ class JsonConverter(Converter):
     def to_connect_data(self, topic: str, data: bytes | None, headers=None) -> SchemaAndValue:
         if data is None or len(data) == 0:
             return SchemaAndValue(None, None)
+        learned = split = None
         try:
-            doc = _loads(bytes(data))
+            raw = data if type(data) is bytes else bytes(data)
+            if self.schemas_enable:
+                # fast paths for envelopes written as Kafka writes them; None when they do not apply
+                if self._envelopes:
+                    learned = self._learned_envelope(raw)
+                if learned is None:
+                    split = _split_envelope(raw)
+            if learned is None and split is None:
+                doc = _loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise DataException(f"topic {topic}: data is not valid JSON: {e}") from None
-        if self.schemas_enable:
+        if learned is not None:
+            schema, payload = learned
+        elif split is not None:
+            raw_schema, payload = split[0], split[1]
+        elif self.schemas_enable:
             if not (isinstance(doc, dict) and len(doc) == 2 and "schema" in doc and "payload" in doc):
                 raise DataException(f"topic {topic}: {ENVELOPE_ERROR}")
             raw_schema, payload = doc["schema"], doc["payload"]
         else:
             raw_schema, payload = None, doc
         try:
-            schema = None
-            if raw_schema is not None:
-                key = repr(raw_schema)
-                schema = self._cached(self._connect_schema_cache, key)
-                if schema is None:
-                    schema = self.as_connect_schema(raw_schema)
-                    self._cache(self._connect_schema_cache, key, schema)
+            if learned is None:
+                schema = None
+                if raw_schema is not None:
+                    key = repr(raw_schema)
+                    schema = self._cached(self._connect_schema_cache, key)
+                    if schema is None:
+                        schema = self.as_connect_schema(raw_schema)
+                        self._cache(self._connect_schema_cache, key, schema)
+                    if split is not None and self.cache_size > 0:
+                        self._learn_envelope(raw[:split[2]], split[3], key)
             return SchemaAndValue(schema, self._to_connect(schema, payload, self._root))
         except DataException as e:
             raise DataException(f"topic {topic}: {e}") from None
         except RecursionError:
             raise DataException(f"topic {topic}: data is nested too deeply") from None
+
+    def _learned_envelope(self, raw: bytes) -> tuple[Schema, Any] | None:
+        """``(schema, parsed payload)`` of ``raw`` when it is an envelope that starts with the
+        bytes of one read lately: only the payload is parsed, the schema is the one cached
+        for those bytes. ``None`` when that does not apply (not such an envelope, not valid
+        JSON, the schema no longer cached): the caller then reads ``raw`` as before."""
+        envelopes = self._envelopes
+        for entry in envelopes:
+            if raw.startswith(entry[0]):
+                break
+        else:
+            return None
+        try:
+            text = raw.decode("utf-8")
+            payload, end = _raw_decode_deep(text, entry[1])
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            return None
+        if not (end == len(text) - 1 and text[end] == "}") and _ENVELOPE_END.fullmatch(text, end) is None:
+            return None
+        # looked up only now, as before: a message that is not JSON leaves the LRU order alone
+        schema = self._cached(self._connect_schema_cache, entry[2])
+        if schema is None:
+            return None
+        if entry is not envelopes[0]:
+            self._envelopes = (entry,) + tuple(e for e in envelopes if e is not entry)
+        return schema, payload
+
+    def _learn_envelope(self, prefix: bytes, payload_start: int, key: str) -> None:
+        envelopes = self._envelopes
+        if not any(e[0] == prefix for e in envelopes):
+            self._envelopes = ((prefix, payload_start, key),) + envelopes[:_LEARNED_ENVELOPES - 1]
 
     def as_connect_schema(self, node: Any) -> Schema | None:
         """A Schema from its parsed JSON form (Kafka's ``asConnectSchema``); ``None`` for JSON null."""
@@ -393,15 +476,21 @@ class JsonConverter(Converter):
                 return None
             raise DataException(f"{path}: invalid null value for required {t.value} field")
 
-        logical = _LOGICAL_TO_CONNECT.get(schema.name) if schema.name is not None else None
-        if logical is not None:
-            return logical(schema, node, path)
+        if schema.name is not None:
+            logical = _LOGICAL_TO_CONNECT.get(schema.name)
+            if logical is not None:
+                return logical(schema, node, path)
 
-        if t in _INT_RANGES:
-            n = _json_int(node)
+        # each type's checks as before; the commonest types are tested first, by identity
+        if t is _STRING:
+            if not isinstance(node, str):
+                raise _wrong_json(path, t, node)
+            return node
+        if t is _INT32 or t is _INT64 or t is _INT16 or t is _INT8:
+            n = node if type(node) is int else _json_int(node)
             if n is None:
                 raise _wrong_json(path, t, node)
-            lo, hi = _INT_RANGES[t]
+            lo, hi = _INT_BOUNDS[id(t)]
             if not lo <= n <= hi:
                 raise DataException(f"{path}: {n} is out of range for {t.value}")
             return n
@@ -420,10 +509,6 @@ class JsonConverter(Converter):
             if not isinstance(node, bool):
                 raise _wrong_json(path, t, node)
             return node
-        if t is Type.STRING:
-            if not isinstance(node, str):
-                raise _wrong_json(path, t, node)
-            return node
         if t is Type.BYTES:
             if not isinstance(node, str):
                 raise _wrong_json(path, t, node)
@@ -437,6 +522,19 @@ class JsonConverter(Converter):
         # STRUCT
         if not isinstance(node, dict):
             raise DataException(f"{path}: Structs should be encoded as JSON objects, but found {_json_type(node)}")
+        if schema._memoized("json.unchecked", _fits_unchecked):
+            # every value converted here is one Struct.put accepts: skip its checks; a str or int
+            # of a plain string or integer field is taken as _to_connect takes it (a loop, not a
+            # comprehension, so that nesting takes as many frames as before)
+            values: list[Any] = []
+            append, get = values.append, node.get
+            for name, _, field_schema, suffix, kind, lo, hi in schema._memoized("json.fields", _field_plan):
+                v = get(name)
+                if (kind is _STR_FIELD and type(v) is str) or (kind is _INT_FIELD and type(v) is int and lo <= v <= hi):
+                    append(v)
+                else:
+                    append(self._to_connect(field_schema, v, path + suffix))
+            return Struct._trusted(schema, values)
         result = Struct(schema)
         for f in schema.fields:
             result.put(f.name, self._to_connect(f.schema, node.get(f.name), f"{path}.{f.name}"))
@@ -522,7 +620,7 @@ def _decimal_to_connect(schema: Schema, node: Any, path: str) -> _decimal.Decima
 
 
 def _int32_node(node: Any, name: str, path: str) -> int:
-    if isinstance(node, bool) or not isinstance(node, int) or not _INT32[0] <= node <= _INT32[1]:
+    if isinstance(node, bool) or not isinstance(node, int) or not _INT32_RANGE[0] <= node <= _INT32_RANGE[1]:
         raise DataException(
             f"{path}: Invalid type for {name}, underlying representation should be integer but was {_json_type(node)}")
     return node
@@ -579,6 +677,58 @@ def _infer_type(value: Any, path: str) -> Type:
     raise DataException(
         f"{path}: {type(value).__name__} has no Connect type without a schema"
         + ("; give the value a logical-type schema" if isinstance(value, (_decimal.Decimal, _dt.date, _dt.time)) else ""))
+
+
+_IMMUTABLE_DEFAULTS = frozenset({bool, int, float, str, bytes, _decimal.Decimal, _dt.date, _dt.datetime, _dt.time})
+_UNCHECKED_MAX_DEPTH = 32
+
+
+def _fits_unchecked(schema: Schema) -> bool:
+    """Whether every value ``_to_connect`` makes for a field of the struct ``schema`` is one
+    ``Struct.put`` accepts, so that its check can be skipped. True unless the schema has
+    (anywhere inside, up to a depth where its nesting stays far from the recursion limit):
+    a struct whose field names are not plain positions, a default that is a container (a
+    Struct default, say, does not match its own schema once that has the default), or a map
+    whose string keys (taken as they are) have a logical-type key schema that put refuses."""
+    stack = [(schema, 0)]
+    while stack:
+        s, depth = stack.pop()
+        if depth > _UNCHECKED_MAX_DEPTH:
+            return False
+        if s.default is not None and type(s.default) not in _IMMUTABLE_DEFAULTS:
+            return False
+        t = s.type
+        if t is Type.STRUCT:
+            if not s._positional:
+                return False
+            stack.extend((f.schema, depth + 1) for f in s._fields)
+        elif t is Type.ARRAY:
+            stack.append((s.value_schema, depth + 1))
+        elif t is Type.MAP:
+            if s.key_schema.type is Type.STRING and s.key_schema.name in _LOGICAL_TO_CONNECT:
+                return False
+            stack.append((s.key_schema, depth + 1))
+            stack.append((s.value_schema, depth + 1))
+    return True
+
+
+_STR_FIELD, _INT_FIELD, _OTHER_FIELD = "string", "integer", "other"
+
+
+def _field_plan(schema: Schema) -> list[tuple[str, str, Schema, str, str, int, int]]:
+    """Per field of a struct schema whose names are str: its name, its JSON member start ``"name":``, its
+    schema, its error-path suffix ``.name``, whether it is a plain (unnamed) string or integer
+    schema, and the integer's bounds."""
+    plan = []
+    for f in schema._fields:
+        fs = f.schema
+        kind, (lo, hi) = _OTHER_FIELD, (0, 0)
+        if fs.name is None and fs.type is Type.STRING:
+            kind = _STR_FIELD
+        elif fs.name is None and fs.type in _INT_RANGES:
+            kind, (lo, hi) = _INT_FIELD, _INT_RANGES[fs.type]
+        plan.append((f.name, _quote(f.name) + ":", fs, "." + f.name, kind, lo, hi))
+    return plan
 
 
 def _wrong_type(path: str, t: Type, value: Any) -> DataException:
@@ -655,9 +805,28 @@ def _escape(m: re.Match) -> str:
     return "\\u%04X" % n
 
 
-def _quote(s: str) -> str:
+def _jackson_quote(s: str) -> str:
     """A JSON string as Jackson's UTF8JsonGenerator writes it (upper-case hex escapes)."""
     return '"' + (_ESCAPE.sub(_escape, s) if _ESCAPE.search(s) else s) + '"'
+
+
+# Python's C encoder writes what Jackson does (\" \\ \b \t \n \f \r, everything else raw) for
+# every string without the characters it escapes differently: other control characters (it
+# writes lower-case \u00xx) and surrogates and characters beyond U+FFFF (it writes them raw).
+_c_quote = json.encoder.encode_basestring
+_NOT_LIKE_JACKSON = re.compile(r"[\x00-\x07\x0b\x0e-\x1f\ud800-\udfff\U00010000-\U0010ffff]")
+
+
+def _quote(s: str) -> str:
+    """A JSON string as Jackson's UTF8JsonGenerator writes it (upper-case hex escapes)."""
+    if s.isascii():
+        # only a control character other than \b\t\n\f\r gives a \u escape (a backslash
+        # followed by u in the text gives \\u: rare, and written by the slow path alike)
+        quoted = _c_quote(s)
+        return quoted if "\\u" not in quoted else _jackson_quote(s)
+    if _NOT_LIKE_JACKSON.search(s) is None:
+        return _c_quote(s)
+    return _jackson_quote(s)
 
 
 def _reject_constant(name: str):
@@ -669,7 +838,63 @@ def _reject_constant(name: str):
 _LEADING_ZEROS = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![0-9.eE+\-])(-?)0+(?=[0-9])')
 
 
+_DECODER = json.JSONDecoder(parse_float=_decimal.Decimal, parse_constant=_reject_constant)
+_ENVELOPE_START = b'{"schema":'
+_PAYLOAD_KEY = ',"payload":'
+_ENVELOPE_END = re.compile(r"[ \t\n\r]*\}[ \t\n\r]*")  # after the payload: the rest of a valid envelope
+_LEARNED_ENVELOPES = 8
+
+# Nesting depth: json.loads, called from _loads, parses each JSON value under a few Python frames
+# (and a payload one level deeper still, inside its envelope). The fast paths below parse under
+# at least as many (tests/connect/test_json_converter_fast_paths.py checks it), so that they
+# never succeed where json.loads would have reached the recursion limit; when they reach it
+# themselves, the caller takes the slow path, which decides as before.
+_EXTRA_FRAMES = 4
+
+
+def _raw_decode_deep(text: str, idx: int, frames: int = _EXTRA_FRAMES):
+    if frames:
+        return _raw_decode_deep(text, idx, frames - 1)
+    return _DECODER.raw_decode(text, idx)
+
+
+def _decode_deep(text: str, frames: int = _EXTRA_FRAMES):
+    if frames:
+        return _decode_deep(text, frames - 1)
+    return _DECODER.decode(text)
+
+
+def _split_envelope(raw: bytes) -> tuple[Any, Any, int, int] | None:
+    """``raw`` parsed as the envelope ``{"schema":<schema>,"payload":<payload>}`` written
+    compactly (as Kafka writes it; whitespace only after the payload): ``(schema, payload,
+    length of the bytes up to the payload, where the payload starts in the text)``, the same
+    values ``json.loads`` gives for them; ``None`` for anything else, even valid JSON (then
+    :func:`_loads` reads it)."""
+    if not raw.startswith(_ENVELOPE_START):
+        return None
+    try:
+        text = raw.decode("utf-8")
+        schema, end = _raw_decode_deep(text, len(_ENVELOPE_START))
+        if not text.startswith(_PAYLOAD_KEY, end):
+            return None
+        start = end + len(_PAYLOAD_KEY)
+        payload, end = _raw_decode_deep(text, start)
+    except (ValueError, RecursionError):
+        return None
+    if _ENVELOPE_END.fullmatch(text, end) is None:
+        return None
+    prefix_length = start if text.isascii() else len(text[:start].encode("utf-8"))
+    return schema, payload, prefix_length, start
+
+
 def _loads(data: bytes) -> Any:
+    try:
+        # json.loads(bytes) decodes UTF-8 with surrogatepass: when a strict decode succeeds it is the
+        # same text; every other input (BOM, UTF-16/32, encoded surrogates, leading zeros) and
+        # every error go to json.loads as before (called from here, at the same depth as before)
+        return _decode_deep(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        pass
     try:
         return json.loads(data, parse_float=_decimal.Decimal, parse_constant=_reject_constant)
     except json.JSONDecodeError:

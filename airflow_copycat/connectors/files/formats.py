@@ -31,7 +31,10 @@ inferred column ``value``.
 
 from __future__ import annotations
 
+import datetime as _dt
+import decimal as _decimal
 import io
+from operator import attrgetter, itemgetter
 from typing import Any, Sequence
 
 from ...connect.data import Date, Decimal, Schema, Struct, Time, Timestamp, Type
@@ -184,24 +187,70 @@ def to_arrow_value(schema: Schema | None, value: Any) -> Any:
     return value
 
 
+# Python types whose values to_arrow_value returns as they are, whatever the (non-container) schema
+_AS_IS = frozenset({type(None), bool, int, float, str, bytes, _decimal.Decimal, _dt.date, _dt.datetime, _dt.time,
+                    dict, list, tuple})
+_second = itemgetter(1)
+_values_of = attrgetter("_values")
+_schema_of = attrgetter("schema")
+
+
+def _arrow_values(schema: Schema | None, values: list) -> list:
+    """``[to_arrow_value(schema, v) for v in values]``: ``values`` itself when every value is
+    one that to_arrow_value returns as it is (a column of plain values, the common case)."""
+    if (schema is None or (schema.type is not Type.MAP and schema.type is not Type.ARRAY)) \
+            and set(map(type, values)) <= _AS_IS:
+        return values
+    return [to_arrow_value(schema, v) for v in values]
+
+
+def _struct_columns(schema: Schema, values: list) -> list[list] | None:
+    """The columns ``pa.Table.from_pylist([to_arrow_value(schema, v) for v in values], ...)``
+    builds from its rows, built a column at a time; ``None`` unless every value is a
+    ``Struct`` of this very schema (of fields that are plain positions) and each conversion
+    succeeds (the row-at-a-time path then does what it did, errors included)."""
+    fields = schema._fields
+    if not values or not schema._positional or set(map(type, values)) != {Struct} \
+            or set(map(id, map(_schema_of, values))) != {id(schema)} \
+            or set(map(len, map(_values_of, values))) != {len(fields)}:
+        return None
+    try:
+        columns = []
+        # value.get(f.name) for each value, a field at a time: the values at f's position, the
+        # field's default for None
+        for f, column in zip(fields, zip(*map(_values_of, values))):
+            column = list(column)
+            default = f.schema.default
+            if default is not None:
+                column = [default if v is None else v for v in column]
+            columns.append(_arrow_values(f.schema, column))
+        return columns
+    except Exception:  # noqa: BLE001 - the row path does it again, and fails as it did
+        return None
+
+
 def to_arrow_table(rows: Rows):
     """The table of one file's ``(schema, value)`` rows (see the module docstring)."""
     import pyarrow as pa
 
     distinct = {id(s): s for s, _ in rows}.values()
     schema = rows[0][0] if rows else None
-    if any(s != schema for s in distinct):
+    if any(s is not schema and s != schema for s in distinct):
         raise DataException("one Parquet file got records with different value schemas; the sink should have "
                             "started a new file (this is a bug)")
     try:
         if schema is not None:
             if schema.type is Type.STRUCT:
                 arrow_schema = pa.schema([arrow_field(f.name, f.schema) for f in schema.fields])
+                columns = _struct_columns(schema, list(map(_second, rows)))
+                if columns is not None:
+                    # what Table.from_pylist(rows, schema=...) does with the rows' columns
+                    return pa.Table.from_arrays(columns, schema=arrow_schema, metadata=None)
                 return pa.Table.from_pylist([to_arrow_value(schema, v) for _, v in rows], schema=arrow_schema)
             arrow_schema = pa.schema([arrow_field("value", schema)])
-            return pa.table({"value": pa.array([to_arrow_value(schema, v) for _, v in rows],
+            return pa.table({"value": pa.array(_arrow_values(schema, list(map(_second, rows))),
                                                 type=arrow_schema.field("value").type)}, schema=arrow_schema)
-        values = [to_arrow_value(None, v) for _, v in rows]
+        values = _arrow_values(None, list(map(_second, rows)))
         if all(isinstance(v, dict) for v in values):
             keys: dict[str, None] = {}
             for v in values:
