@@ -224,7 +224,7 @@ class ConfigDef:
             {
                 "name": k.name,
                 "type": k.type.value,
-                "default": None if k.required else (k.default if k.type is not ConfigType.PASSWORD else "[hidden]"),
+                "default": None if k.required or k.default is None else (k.default if k.type is not ConfigType.PASSWORD else "[hidden]"),
                 "required": k.required,
                 "importance": k.importance,
                 "valid": getattr(k.validator, "describe", None),

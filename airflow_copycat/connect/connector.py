@@ -123,6 +123,12 @@ class SinkConnector(Connector):
     connector never talks to Kafka itself.
     """
 
+    offsets_in_destination: ClassVar[bool] = False
+    """True when the sink keeps its committed offsets in the destination (and calls
+    context.offset() in open()): the framework then never starts from the consumer
+    group's offsets, only from the destination's, else from the earliest offset -- so
+    wiping the destination re-copies the topic."""
+
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         base = {k: _as_str(v) for k, v in self.config.items()}
         return [dict(base) for _ in range(max(1, max_tasks))]

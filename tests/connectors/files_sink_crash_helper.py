@@ -8,8 +8,9 @@ Opens topic-partition ``t``/0, resumes where the destination says (else at
 START), puts records START..END-1 (``{"id": offset, "ts": ...}``) in chunks of
 CHUNK with a non-final ``pre_commit`` after each chunk and a final one at the
 end, then prints the committed offsets as JSON. ``key=value`` pairs override
-the sink config. KILL is ``none`` or ``<step>:<n>``: SIGKILL this process right
-after the n-th completed
+the sink config. KILL is ``none`` or ``<step>:<n>[:stop]``: SIGKILL this process
+(with ``:stop``, SIGSTOP it: a stalled attempt that a test resumes with SIGCONT)
+right after the n-th completed
 
 * ``rename`` -- staging → final rename of a published file (LocalFileSystem.mv),
 * ``wal`` / ``marker`` -- rename of the publish log / marker into place,
@@ -47,15 +48,16 @@ def make_record(offset: int, topic: str = "t", partition: int = 0) -> SinkRecord
 def install_kill(kill: str) -> None:
     if kill == "none":
         return
-    step, n = kill.split(":")
+    step, n, *mode = kill.split(":")
     n = int(n)
+    sig = signal.SIGSTOP if mode == ["stop"] else signal.SIGKILL
     seen = {"count": 0}
 
     def hit():
         seen["count"] += 1
         if seen["count"] == n:
             sys.stdout.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sig)
 
     if step == "stage":
         real_stage = publish.PublishStore.stage

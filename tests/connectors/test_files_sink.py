@@ -14,6 +14,7 @@ import datetime as dt
 import decimal
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_copycat.connect import (ConfigException, DataException, Decimal, Schema, SchemaBuilder,
-                                     SinkRecord, SinkTaskContext, Struct, Time)
+from airflow_copycat.connect import (ConfigException, ConnectException, DataException, Decimal, Password, Schema,
+                                     SchemaBuilder, SinkRecord, SinkTaskContext, Struct, Time)
+from airflow_copycat.connect.connector import SinkConnector
 from airflow_copycat.connectors.files import FilesSinkConnector, FilesSinkTask
-from airflow_copycat.connectors.files.config import store_location
+from airflow_copycat.connectors.files.config import store_location, validate_config
 from airflow_copycat.connectors.files.timeformat import compile_pattern
 
 HELPER = Path(__file__).with_name("files_sink_crash_helper.py")
@@ -120,6 +122,8 @@ def test_json_files_named_like_confluent_with_one_document_per_line(tmp_path):
     assert first.read_bytes().endswith(b"\n")
     assert json_lines(first) == [{"id": 0, "name": "n0"}, {"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}]
     marker = json.loads((root(tmp_path) / "_copycat/offsets/t+0.json").read_text())
+    attempt = marker.pop("attempt")
+    assert isinstance(attempt, str) and attempt  # the attempt that committed (fencing)
     assert marker == {"topic": "t", "partition": 0, "offset": 7, "files": ["t/partition=0/t+0+0000000006.json"]}
     assert not (root(tmp_path) / "_copycat/wal/t+0.json").exists()
     assert task.metrics["records_written"] == 7 and task.metrics["files_published"] == 3
@@ -514,6 +518,183 @@ def test_uninterrupted_subprocess_run_matches_a_crashed_and_rerun_one(tmp_path):
         assert (root(clean) / rel).read_bytes() == (root(crashed) / rel).read_bytes()
 
 
+# ---------------------------------------------------------------- overlapping attempts (fencing)
+
+def marker_doc(tmp_path) -> dict:
+    return json.loads((root(tmp_path) / "_copycat/offsets/t+0.json").read_text())
+
+
+def file_starts(tmp_path) -> list[int]:
+    return [int(p.rsplit("+", 1)[1].split(".")[0]) for p in published(tmp_path)]
+
+
+def assert_exactly_once(tmp_path, n):
+    ids = all_json_ids(tmp_path)
+    assert sorted(ids) == list(range(n)), "a gap or a duplicate"
+    assert len(ids) == n
+
+
+def test_stale_attempt_is_fenced_and_cannot_roll_the_marker_back(tmp_path):
+    # The review's repro: committed up to 10; attempt A stages 10..14 and stalls; attempt B (a Spark
+    # speculative copy, the retry of an Airflow zombie) opens the same partition, publishes 10..24;
+    # A wakes up. Before fencing A "skipped" the rename whose target B had published and wrote
+    # marker 17, so the next run rewrote 17..24 next to B's files: duplicates.
+    raw = config(tmp_path, flush_size="5")
+    run(raw, [rec(o, {"id": o}) for o in range(10)])
+    a, rewinds_a = start(raw)
+    assert rewinds_a == {TP: 10}
+    a.put([rec(o, {"id": o}) for o in range(10, 17)])  # 10..14 staged, 15..16 buffered; A stalls here
+    assert len(staged_files(tmp_path)) == 1
+
+    b, rewinds_b = start(raw)
+    assert rewinds_b == {TP: 10}
+    assert b.metrics["stale_staging_files_deleted"] == 1  # A's staging (B cannot tell a stall from a death)
+    b.put([rec(o, {"id": o}) for o in range(10, 25)])
+    assert b.pre_commit({TP: 25}, final=True) == {TP: 25}
+    committed_by_b = marker_doc(tmp_path)
+    assert committed_by_b["offset"] == 25
+
+    with pytest.raises(ConnectException, match="fenced") as err:
+        a.pre_commit({TP: 17}, final=True)
+    assert "offset 25" in str(err.value) and "continues from offset 10" in str(err.value)
+    assert marker_doc(tmp_path) == committed_by_b  # not moved back
+    assert not (root(tmp_path) / "_copycat/wal/t+0.json").exists()
+    assert file_starts(tmp_path) == [0, 5, 10, 15, 20]
+    assert_exactly_once(tmp_path, 25)
+    with pytest.raises(ConnectException, match="fenced"):  # A stays fenced
+        a.pre_commit({TP: 17}, final=True)
+
+    c, rewinds_c = start(raw)  # the next run resumes at B's offset and drops A's leftover staging
+    assert rewinds_c == {TP: 25}
+    assert c.metrics["stale_staging_files_deleted"] == 1
+    c.put([rec(o, {"id": o}) for o in range(25, 30)])
+    assert c.pre_commit({TP: 30}, final=True) == {TP: 30}
+    assert_exactly_once(tmp_path, 30)
+    assert file_starts(tmp_path) == [0, 5, 10, 15, 20, 25]
+
+
+def test_stale_attempt_publishing_before_the_new_one_commits_is_fenced_and_leaves_nothing(tmp_path):
+    raw = config(tmp_path, flush_size="5")
+    run(raw, [rec(o, {"id": o}) for o in range(10)])
+    a, _ = start(raw)
+    a.put([rec(o, {"id": o}) for o in range(10, 15)])  # staged
+    b, _ = start(raw)  # opens: A's staged file is dropped
+    with pytest.raises(ConnectException, match="fenced") as err:
+        a.pre_commit({TP: 15})  # the marker is still 10, but A's staged file is gone
+    assert "was deleted" in str(err.value)
+    assert not (root(tmp_path) / "_copycat/wal/t+0.json").exists()  # no log left to replay
+    assert marker_doc(tmp_path)["offset"] == 10
+    assert file_starts(tmp_path) == [0, 5]
+
+    b.put([rec(o, {"id": o}) for o in range(10, 20)])
+    assert b.pre_commit({TP: 20}, final=True) == {TP: 20}
+    assert_exactly_once(tmp_path, 20)
+
+
+def test_stale_attempt_is_fenced_at_the_end_even_with_nothing_to_publish(tmp_path):
+    raw = config(tmp_path, flush_size="5")
+    run(raw, [rec(o, {"id": o}) for o in range(10)])
+    a, _ = start(raw)
+    b, _ = start(raw)
+    b.put([rec(o, {"id": o}) for o in range(10, 15)])
+    assert b.pre_commit({TP: 15}, final=True) == {TP: 15}
+    with pytest.raises(ConnectException, match="fenced"):  # else the run would report offset 10 as committed
+        a.pre_commit({TP: 10}, final=True)
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_publish_log_of_a_fenced_attempt_is_deleted_unapplied(tmp_path, monkeypatch):
+    # The one interleaving the marker check cannot see: A checked the marker just before B committed,
+    # then died right after writing its publish log. Replaying that log would publish A's file
+    # t+0+10 (records 10..12) over B's t+0+10 (10..14) and move the marker back to 13.
+    raw = config(tmp_path, flush_size="5")
+    run(raw, [rec(o, {"id": o}) for o in range(10)])
+    a, _ = start(raw)
+    b, _ = start(raw)
+    b.put([rec(o, {"id": o}) for o in range(10, 25)])
+    assert b.pre_commit({TP: 25}, final=True) == {TP: 25}
+    a.put([rec(o, {"id": o}) for o in range(10, 13)])
+    monkeypatch.setattr(a.store, "check_fence", lambda tp: None)
+
+    def die(*args, **kwargs):
+        raise _Killed()
+    monkeypatch.setattr(a.store, "_apply", die)
+    with pytest.raises(_Killed):
+        a.pre_commit({TP: 13}, final=True)
+    wal = json.loads((root(tmp_path) / "_copycat/wal/t+0.json").read_text())
+    assert wal["base"]["offset"] == 10 and wal["offset"] == 13
+
+    c, rewinds = start(raw)
+    assert rewinds == {TP: 25}
+    assert c.metrics["stale_publish_logs_deleted"] == 1 and c.metrics["publish_logs_replayed"] == 0
+    assert not (root(tmp_path) / "_copycat/wal/t+0.json").exists()
+    assert staged_files(tmp_path) == []
+    assert [d["id"] for d in json_lines(root(tmp_path) / "t/partition=0/t+0+0000000010.json")] == list(range(10, 15))
+    assert marker_doc(tmp_path)["offset"] == 25
+    assert_exactly_once(tmp_path, 25)
+
+
+def test_attempts_stage_in_their_own_directories(tmp_path):
+    raw = config(tmp_path)
+    task, _ = start(raw)
+    task.put([rec(o, {"id": o}) for o in range(3)])
+    (staged,) = staged_files(tmp_path)
+    attempt = task.store.attempt(TP).id
+    assert staged.relative_to(root(tmp_path)).as_posix() == \
+        f"_copycat/staging/t+0/{attempt}/t/partition=0/t+0+0000000000.json"
+    task.pre_commit({TP: 3})
+    assert marker_doc(tmp_path)["attempt"] == attempt
+
+
+def test_open_deletes_half_written_control_files_of_any_attempt_of_its_partition(tmp_path):
+    raw = config(tmp_path)
+    run(raw, [rec(o, {"id": o}) for o in range(3)])
+    control = root(tmp_path) / "_copycat"
+    (control / "wal").mkdir(exist_ok=True)
+    leftovers = [control / "wal/t+0.json.20240101T000000Z-0123456789ab.tmp", control / "wal/t+0.json.tmp",
+                 control / "offsets/t+0.json.20240101T000000Z-0123456789ab.tmp"]
+    other = control / "offsets/t+1.json.20240101T000000Z-0123456789ab.tmp"
+    for path in leftovers + [other]:
+        path.write_text("{")
+    _, rewinds = start(raw)
+    assert rewinds == {TP: 3}
+    assert not any(path.exists() for path in leftovers)
+    assert other.exists()  # another partition's: its own open cleans it
+
+
+def test_stalled_attempt_in_another_process_is_fenced_when_it_resumes(tmp_path):
+    # A real process stalls (SIGSTOP) right after staging its first file, as an executor declared lost
+    # or an Airflow zombie does; its retry runs to the end; then the stalled one resumes (SIGCONT).
+    store = tmp_path / "store"
+    zombie = subprocess.Popen([sys.executable, str(HELPER), str(store), "stage:1:stop", "0:15", "5"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HELPER.parents[2]))
+    try:
+        _, status = os.waitpid(zombie.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status)
+        retry = _helper(store, "none", "0:15")
+        assert retry.returncode == 0, retry.stderr
+        assert json.loads(retry.stdout) == {"t-0": 15}
+        os.kill(zombie.pid, signal.SIGCONT)
+        _, err = zombie.communicate(timeout=120)
+    finally:
+        if zombie.poll() is None:
+            zombie.kill()
+            zombie.wait()
+    assert zombie.returncode == 1, err
+    assert "is fenced" in err
+    assert marker_doc(tmp_path)["offset"] == 15
+    assert_exactly_once(tmp_path, 15)
+
+    rerun = _helper(store, "none", "0:20")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout) == {"t-0": 20}
+    assert_exactly_once(tmp_path, 20)
+    assert staged_files(tmp_path) == []
+
+
 # ---------------------------------------------------------------- configuration
 
 def test_invalid_config_lists_every_problem_at_once():
@@ -587,3 +768,37 @@ def test_memory_filesystem_store(tmp_path):
     assert json.loads(fs.cat_file(f"/{base}/topics/_copycat/offsets/t+0.json"))["offset"] == 3
     _, rewinds = start(raw)
     assert rewinds == {TP: 3}
+
+
+def test_files_sink_declares_that_its_offsets_live_in_the_destination():
+    assert SinkConnector.offsets_in_destination is False
+    assert FilesSinkConnector.offsets_in_destination is True
+
+
+def test_store_options_is_a_secret_that_still_reaches_the_filesystem(tmp_path):
+    from airflow_copycat.runtime import connector_config
+
+    raw = config(tmp_path, **{"store.options": json.dumps({"auto_mkdir": True})})
+    assert "store.options" in FilesSinkConnector.config_def.secret_keys()
+    assert "store.options" in connector_config.secret_keys(raw, FilesSinkConnector)  # hidden in plans, XCom
+    parsed = FilesSinkConnector.parse_config(raw)
+    assert isinstance(parsed["store.options"], Password)
+    assert "auto_mkdir" not in repr(parsed) and "auto_mkdir" not in str(parsed["store.options"])
+    assert store_location(parsed)[1] == {"auto_mkdir": True}
+    task, _ = start(raw)  # through the connector's task config: plain strings
+    assert task.store.fs.auto_mkdir is True
+    # a mapping given in a YAML/JSON connector config
+    as_mapping = FilesSinkConnector.parse_config(dict(raw, **{"store.options": {"auto_mkdir": True}}))
+    assert store_location(as_mapping)[1] == {"auto_mkdir": True}
+
+
+@pytest.mark.parametrize("bad", ['{"key": "s3cr3t-value"', '["s3cr3t-value"]', "s3cr3t-value"])
+def test_store_options_problems_never_echo_the_value(bad):
+    raw = {"topics": "t", "store.url": "/tmp/x", "format.class": "json", "store.options": bad}
+    with pytest.raises(ConfigException) as err:
+        FilesSinkConnector.parse_config(raw)
+    (problem,) = err.value.problems
+    assert problem.key == "store.options" and problem.value == "[hidden]"
+    assert "s3cr3t" not in str(err.value) and "s3cr3t" not in repr(err.value.problems)
+    (problem,) = validate_config(raw)  # a raw config, not yet wrapped in Password
+    assert problem.value == "[hidden]" and "s3cr3t" not in str(problem)

@@ -16,12 +16,13 @@ the filesystem's usual chain (AWS environment/profile, Hadoop config) or from
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ...connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, valid_regex
+from ...connect.config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, valid_regex
 from .formats import FORMAT_ALIASES, PARQUET_CODECS, resolve_format
 from .partitioners import (DAILY_PATH_FORMAT, FIELD, FIXED_FORMATS, HOURLY_PATH_FORMAT, TIME, resolve_extractor,
                            resolve_partitioner)
@@ -100,8 +101,9 @@ CONFIG_DEF = (
             doc="Confluent S3 sink key: the bucket's AWS region (passed to s3fs as client_kwargs.region_name).")
     .define("hdfs.url", ConfigType.STRING, None, group=G_STORE,
             doc="Confluent HDFS sink key (older name of store.url): hdfs://namenode:8020.")
-    .define("store.options", ConfigType.STRING, None, group=G_STORE,
-            doc="JSON object of fsspec storage options for the store's filesystem (credentials, endpoint...).")
+    .define("store.options", ConfigType.PASSWORD, None, group=G_STORE,
+            doc="JSON object of fsspec storage options for the store's filesystem (credentials, endpoint...). "
+                "A secret: hidden in plans, XCom, group files and config problems.")
     .define("topics.dir", ConfigType.STRING, "topics", group=G_STORE,
             doc="Directory under the store that holds <topic>/... files and the sink's _copycat/ control files "
                 "(staging, publish logs, committed-offset markers).")
@@ -164,18 +166,32 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, (str, list)) and len(v) == 0)
 
 
+def _storage_options(raw: Any) -> dict:
+    """The storage options ``store.options`` holds: a :class:`Password` (parsed config), its
+    string (a task config), or a mapping. Errors never quote the value: it holds credentials."""
+    if isinstance(raw, Password):
+        raw = raw.value
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            options = json.loads(raw)
+        except ValueError as e:
+            try:  # a mapping given in a YAML/JSON config arrives as str() of it, via the PASSWORD type
+                options = ast.literal_eval(raw)
+            except Exception:
+                raise ValueError(f"store.options is not JSON ({e.msg} at character {e.pos})") from None
+    else:
+        options = raw
+    if not isinstance(options, dict):
+        raise ValueError("store.options must be a JSON object")
+    return dict(options)
+
+
 def store_location(config: dict[str, Any]) -> tuple[str, dict]:
     """``(url, storage_options)`` of the store a parsed config names; ``ValueError`` saying why not."""
     url, bucket, hdfs = (config.get(k) or None for k in ("store.url", "s3.bucket.name", "hdfs.url"))
-    options: dict = {}
-    raw_options = config.get("store.options")
-    if raw_options:
-        try:
-            options = json.loads(raw_options) if isinstance(raw_options, str) else dict(raw_options)
-        except ValueError as e:
-            raise ValueError(f"store.options is not JSON: {e}") from None
-        if not isinstance(options, dict):
-            raise ValueError("store.options must be a JSON object")
+    options = _storage_options(config.get("store.options"))
     if bucket:
         if url and not url.lower().startswith(("http://", "https://")):
             raise ValueError("store.url and s3.bucket.name both name the store; give one (with s3.bucket.name, "
@@ -214,7 +230,10 @@ def validate_config(config: dict[str, Any]) -> list[ConfigProblem]:
         store_location(config)
     except ValueError as e:
         key = "store.options" if "store.options" in str(e) else "store.url"
-        problems.append(ConfigProblem(key, config.get(key), str(e)))
+        value = config.get(key)
+        if key == "store.options" and value is not None:
+            value = "[hidden]"  # credentials: never echoed
+        problems.append(ConfigProblem(key, value, str(e)))
     tdir = config.get("topics.dir")
     if tdir is not None and ".." in str(tdir).split("/"):
         problems.append(ConfigProblem("topics.dir", tdir, "must not contain '..'"))

@@ -13,8 +13,17 @@ only together with the files it covers, through a write-ahead publish log
 (:mod:`.publish`). ``open`` recovers it (finishing an interrupted publish
 first) and tells the framework to resume there; file names and rotation are
 deterministic (:mod:`.writer`), so whatever a crashed run left unpublished is
-written again under the same names. The consumer group's offsets are only a
-mirror for lag monitoring, never read back.
+written again under the same names. The connector declares
+``offsets_in_destination``: a framework that honours it starts each partition
+from the destination's offset, else from the earliest offset, never from the
+consumer group's offsets (so wiping the destination re-copies the topic); the
+group's offsets are then only a mirror of ``pre_commit`` for lag monitoring.
+
+Overlapping attempts at one partition (Spark speculation, a lost executor that
+still runs, an Airflow zombie and its retry) are fenced (:mod:`.publish`): each
+``open`` is a new attempt with its own staging, the attempt that opened last
+wins, and an older one fails with a ``fenced`` :class:`ConnectException` at its
+next publish without moving the committed offset.
 
 Batch-run contract (:class:`FilesSinkTask`): ``pre_commit(offsets)`` publishes
 the batches that closed (``flush.size``, ``rotate.interval.ms``, a schema
@@ -51,6 +60,7 @@ class FilesSinkConnector(SinkConnector):
 
     config_def = CONFIG_DEF
     exactly_once = True
+    offsets_in_destination = True
 
     def validate(self, config: dict[str, Any]) -> list[ConfigProblem]:
         """Cross-key checks (topics, store, partitioner settings); see :func:`.config.validate_config`."""
@@ -76,7 +86,8 @@ class FilesSinkTask(SinkTask):
 
     ``metrics`` counts ``records_written``, ``files_staged``, ``files_published``,
     ``commits``, ``tombstones_skipped``, ``records_skipped_committed`` (records
-    below the committed offset, given again), ``publish_logs_replayed`` and
+    below the committed offset, given again), ``publish_logs_replayed``,
+    ``stale_publish_logs_deleted`` (logs of fenced attempts, deleted unapplied) and
     ``stale_staging_files_deleted``.
     """
 
@@ -97,8 +108,9 @@ class FilesSinkTask(SinkTask):
         self.partitioner = build_partitioner(self.config)
 
     def open(self, partitions: Sequence[tuple[str, int]]) -> None:
-        """Recover each partition from the destination (replay a leftover publish log, drop
-        stale staging, read the marker) and ask the framework to resume at its offset."""
+        """Open each partition as a new attempt: recover it from the destination (replay a
+        leftover publish log, drop stale staging, read the marker) and ask the framework
+        to resume at its offset."""
         if self.store is None:
             raise ConnectException("FilesSinkTask.open() called before start(config)")
         rewinds = {}
@@ -106,6 +118,7 @@ class FilesSinkTask(SinkTask):
             tp = (topic, int(partition))
             rec = self.store.recover(tp)
             self._bump("publish_logs_replayed", 1 if rec.replayed else 0)
+            self._bump("stale_publish_logs_deleted", 1 if rec.stale_log_deleted else 0)
             self._bump("stale_staging_files_deleted", rec.stale_deleted)
             self._writers[tp] = TopicPartitionWriter(
                 tp, self.store, self.format, self.partitioner,
@@ -135,11 +148,18 @@ class FilesSinkTask(SinkTask):
 
     def pre_commit(self, offsets: Mapping[tuple[str, int], int], *, final: bool = False) -> dict[tuple[str, int], int]:
         """Publish closed batches (with ``final``: every batch) of each open partition and
-        return the committed offsets (next offset to read) of partitions that have one."""
+        return the committed offsets (next offset to read) of partitions that have one.
+
+        Raises the ``fenced`` :class:`ConnectException` when another attempt opened or
+        committed one of the partitions since this task opened it (with ``final``
+        also when there was nothing left to publish: the run's result must not
+        report an offset the destination has moved past)."""
         committed = {}
         given = {(t, int(p)): int(o) for (t, p), o in offsets.items()}
         for tp, writer in self._writers.items():
             off = writer.publish(final=final, end_offset=given.get(tp))
+            if final and self.store is not None:
+                self.store.check_fence(tp)
             if off is not None:
                 committed[tp] = off
         return committed
@@ -148,8 +168,13 @@ class FilesSinkTask(SinkTask):
         """Drop the writers of ``partitions``; anything unpublished is rewritten by the next owner."""
         for topic, partition in partitions:
             self._writers.pop((topic, int(partition)), None)
+            if self.store is not None:
+                self.store.forget((topic, int(partition)))
 
     def stop(self) -> None:
+        for tp in list(self._writers):
+            if self.store is not None:
+                self.store.forget(tp)
         self._writers.clear()
 
     def committed_offsets(self) -> dict[tuple[str, int], int]:

@@ -133,7 +133,7 @@ class TopicPartitionWriter:
 
     def _should_rotate_before(self, record: SinkRecord, encoded: str, ts: int | None) -> bool:
         f = self._files.get(encoded)
-        if f is not None and f.schema != record.value_schema:
+        if f is not None and f.schema is not record.value_schema and f.schema != record.value_schema:
             return True
         if self.rotate_interval_ms > 0:
             if ts - self._base_ts >= self.rotate_interval_ms:
