@@ -9,11 +9,14 @@ skip with the reason.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 
 import pytest
 
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# Spark's Python workers must run this interpreter (it has confluent-kafka etc.), however pytest was started.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,14 @@ No Kafka here: the tests drive the connector and task as the runtime does
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +103,12 @@ def values(records) -> list[str]:
 
 def config_for(path, **extra) -> dict:
     return {"file": str(path), "topic": "lines", **extra}
+
+
+def age(path, seconds: float = 60) -> None:
+    """Set ``path``'s mtime ``seconds`` into the past: its writer stopped writing long ago."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
 
 
 # ------------------------------------------------------------------ records and offsets
@@ -305,6 +317,7 @@ def test_rotation_during_a_run_drains_the_old_file_first(tmp_path):
     os.rename(path, tmp_path / "app.log.1")
     with open(tmp_path / "app.log.1", "a") as f:
         f.write("4\n5")  # late writes to the old file, the last one without newline
+    age(tmp_path / "app.log.1")  # ... and the writer is done with it (older than rotation.grace.ms)
     path.write_text("6\n7\n")
     rest = drain(task)
     task.stop()
@@ -390,6 +403,226 @@ def test_invalid_committed_position_fails_with_what_to_do(tmp_path):
         run(config_for(path), committed)
 
 
+def test_rotated_file_with_a_partial_line_is_finished_when_the_writer_completes_it(tmp_path):
+    """A writer still appending to a file renamed away: its partial last line is not cut in two."""
+    path, old = tmp_path / "a.log", tmp_path / "a.log.1"
+    path.write_bytes(b"l1\nl2\npart")
+    committed = {}
+    task = start_task(plan(config_for(path))[0], committed)
+    first = drain(task, committed)
+    assert values(first) == ["l1", "l2"]
+    os.rename(path, old)  # mv a.log a.log.1; the writer keeps its descriptor
+    path.write_bytes(b"new1\n")
+    assert values(drain(task, committed)) == []  # "part" may still grow: held, and the new file waits
+    task.stop()
+    key = canonical({"filename": str(path)})
+    assert committed[key]["position"] == 6 and committed[key]["inode"] == os.stat(old).st_ino
+    with open(old, "ab") as f:
+        f.write(b"ial\nl3\n")  # the writer completes its line in the old inode
+    second = run(config_for(path), committed)
+    assert values(first + second) == ["l1", "l2", "partial", "l3", "new1"]
+    assert values(run(config_for(path), committed)) == []
+
+
+def test_rotated_partial_line_completed_during_the_same_run(tmp_path):
+    path, old = tmp_path / "a.log", tmp_path / "a.log.1"
+    path.write_bytes(b"l1\npart")
+    task = start_task(plan(config_for(path))[0])
+    assert values(drain(task)) == ["l1"]
+    os.rename(path, old)
+    path.write_bytes(b"new1\n")
+    assert values(drain(task)) == []
+    with open(old, "ab") as f:
+        f.write(b"ial\nl3\n")
+    assert values(drain(task)) == ["partial", "l3", "new1"]
+    task.stop()
+
+
+def test_rotated_partial_line_is_emitted_once_the_grace_period_is_over(tmp_path):
+    path, old = tmp_path / "a.log", tmp_path / "a.log.1"
+    path.write_bytes(b"l1\npart")
+    task = start_task(plan(config_for(path, **{"rotation.grace.ms": 60_000}))[0])
+    assert values(drain(task)) == ["l1"]
+    os.rename(path, old)
+    path.write_bytes(b"new1\n")
+    age(old, 30)
+    assert values(drain(task)) == []  # written 30 s ago: within the 60 s grace period
+    age(old, 90)
+    rest = drain(task)
+    task.stop()
+    assert values(rest) == ["part", "new1"]
+    assert rest[0].source_offset["position"] == 7 and rest[0].source_offset["inode"] == os.stat(old).st_ino
+
+
+def test_rotated_partial_line_between_runs_is_held_until_the_grace_period_is_over(tmp_path):
+    path, old = tmp_path / "a.log", tmp_path / "a.log.1"
+    path.write_bytes(b"l1\n")
+    committed = {}
+    assert values(run(config_for(path), committed)) == ["l1"]
+    with open(path, "ab") as f:
+        f.write(b"l2\npart")
+    os.rename(path, old)
+    path.write_bytes(b"new1\n")
+    assert values(run(config_for(path), committed)) == ["l2"]  # "part" and the new file wait
+    assert values(run(config_for(path), committed)) == []
+    age(old)
+    assert values(run(config_for(path), committed)) == ["part", "new1"]
+    assert values(run(config_for(path), committed)) == []
+
+
+# ------------------------------------------------------------------ open files
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_files_are_opened_when_read_closed_at_end_and_bounded(tmp_path):
+    for i in range(20):
+        (tmp_path / f"f{i:02d}.log").write_text(f"{i}a\n{i}b\n{i}c\n")
+    base = _open_fds()
+    task = start_task(plan(config_for(tmp_path / "*.log", **{"batch.size": 1, "max.open.files": 4}))[0])
+    assert _open_fds() == base  # nothing opened before it is read
+    records, most = [], 0
+    while (batch := task.poll()) is not None:  # one line per poll leaves files open half-read
+        records += batch
+        most = max(most, _open_fds() - base)
+    assert 0 < most <= 4
+    assert _open_fds() == base  # every file was read to its end and closed
+    task.stop()
+    assert sorted(values(records)) == sorted(f"{i}{c}" for i in range(20) for c in "abc")
+    for i in range(20):  # each file still in order despite being closed and reopened
+        assert [v for v in values(records) if v[:-1] == str(i)] == [f"{i}a", f"{i}b", f"{i}c"]
+
+
+def test_file_closed_half_read_and_rotated_meanwhile_loses_and_duplicates_nothing(tmp_path):
+    names = [tmp_path / f"{n}.log" for n in "abc"]
+    for p in names:
+        p.write_text("".join(f"{p.stem}{j}\n" for j in range(3)))
+    task = start_task(plan(config_for(tmp_path / "*.log", **{"batch.size": 1, "max.open.files": 2}))[0])
+    records = [r for _ in range(3) for r in task.poll()]  # a0, b0, c0: a.log evicted for c.log
+    os.rename(names[0], tmp_path / "a.log.1")
+    with open(tmp_path / "a.log.1", "a") as f:
+        f.write("a3\n")
+    names[0].write_text("a-new\n")
+    records += drain(task)
+    task.stop()
+    got = values(records)
+    assert [v for v in got if v.startswith("a")] == ["a0", "a1", "a2", "a3", "a-new"]
+    assert sorted(got) == sorted(["a0", "a1", "a2", "a3", "a-new"] + [f"{n}{j}" for n in "bc" for j in range(3)])
+
+
+_LOW_LIMIT_SCRIPT = textwrap.dedent("""
+    import json, os, resource, sys
+    from airflow_copycat.connect import OffsetStorageReader, SourceTaskContext
+    from airflow_copycat.connect.assignment import canonical
+    from airflow_copycat.connectors.filestream import FileStreamSourceConnector, FileStreamSourceTask
+
+    directory, limit, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    config = {"file": os.path.join(directory, "*.log"), "topic": "t", **extra}
+    connector = FileStreamSourceConnector()
+    connector.start(FileStreamSourceConnector.parse_config(config))
+    [task_config] = connector.task_configs(1)
+    if limit == "none":  # no descriptor can be opened at all
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.close(fd)
+        limit = fd
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(limit), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    class Reader(OffsetStorageReader):
+        def __init__(self, committed):
+            self.committed = committed
+        def offsets(self, partitions):
+            return {canonical(p): self.committed[canonical(p)] for p in partitions if canonical(p) in self.committed}
+
+    committed, runs = {}, []
+    try:
+        for run in range(2):
+            if run:
+                for name in sorted(os.listdir(directory)):
+                    with open(os.path.join(directory, name), "a") as f:
+                        f.write(name + "-more\\n")
+            task = FileStreamSourceTask()
+            task.initialize(SourceTaskContext(task_config, Reader(committed)))
+            task.start(task_config)
+            lines = []
+            try:
+                while (batch := task.poll()) is not None:
+                    lines += [r.value for r in batch]
+                    for r in batch:
+                        committed[canonical(r.source_partition)] = r.source_offset
+            finally:
+                task.stop()
+            runs.append(lines)
+    except Exception as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+    else:
+        print(json.dumps({"runs": runs}))
+""")
+
+
+def _run_with_fd_limit(directory, limit, extra=None) -> dict:
+    """Run the source in a child process whose soft RLIMIT_NOFILE is ``limit``."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", _LOW_LIMIT_SCRIPT, str(directory), str(limit),
+                           json.dumps(extra or {})], capture_output=True, text=True, cwd=root, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("batch_size", [2000, 1])
+def test_many_more_files_than_the_open_file_limit(tmp_path, batch_size):
+    pytest.importorskip("resource")
+    for i in range(300):
+        (tmp_path / f"f{i:03d}.log").write_text("".join(f"{i}-{j}\n" for j in range(3)))
+    result = _run_with_fd_limit(tmp_path, 128, {"batch.size": batch_size})
+    assert "error" not in result, result
+    first, second = result["runs"]
+    assert sorted(first) == sorted(f"{i}-{j}" for i in range(300) for j in range(3))
+    assert sorted(second) == sorted(f"f{i:03d}.log-more" for i in range(300))
+
+
+def test_running_out_of_descriptors_names_the_limit(tmp_path):
+    pytest.importorskip("resource")
+    (tmp_path / "a.log").write_text("x\n")
+    result = _run_with_fd_limit(tmp_path, "none")
+    error = result.get("error", "")
+    assert "too many open files" in error and "ulimit -n" in error and "max.open.files" in error, result
+    assert "check that the file is readable" not in error
+
+
+# ------------------------------------------------------------------ partitions handed out
+
+
+def test_source_partition_is_one_unchanged_object_per_file(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.log").write_text("".join(f"{name}{j}\n" for j in range(5)))
+    (tmp_path / "b.log").write_bytes(b"b0\nbad \xff\nb2\n")
+    contexts = []
+
+    class Recording(RecordingContext):
+        def __init__(self, config, reader):
+            super().__init__(config, reader)
+            contexts.append(self)
+
+    tc = plan(config_for(tmp_path / "*.log", **{"batch.size": 2}))[0]
+    task = start_task(tc, context_class=Recording)
+    records = drain(task)
+    task.stop()
+    by_file = {}
+    for r in records:
+        by_file.setdefault(r.source_partition["filename"], set()).add(id(r.source_partition))
+    assert all(len(ids) == 1 for ids in by_file.values()) and len(by_file) == 2
+    [error] = contexts[0].errors
+    b_records = [r for r in records if r.source_partition["filename"].endswith("b.log")]
+    assert error["partition"] is b_records[0].source_partition
+    for r in records:
+        assert r.source_partition == {"filename": r.source_partition["filename"]}
+
+
 # ------------------------------------------------------------------ undecodable lines
 
 
@@ -444,6 +677,9 @@ def test_validate_reports_cross_key_problems(tmp_path):
 
 def test_config_def_documents_every_key():
     rows = FileStreamSourceConnector.config_def.describe()
-    assert {r["name"] for r in rows} >= {"file", "files", "topic", "batch.size", "encoding"}
+    assert {r["name"] for r in rows} >= {"file", "files", "topic", "batch.size", "encoding", "rotation.grace.ms",
+                                         "max.open.files"}
     assert all(r["doc"] for r in rows)
     assert next(r for r in rows if r["name"] == "batch.size")["default"] == 2000
+    assert next(r for r in rows if r["name"] == "rotation.grace.ms")["default"] == 5000
+    assert next(r for r in rows if r["name"] == "max.open.files")["default"] == 64

@@ -27,14 +27,25 @@ after the line>}``. Beyond Kafka's version:
   same directory by inode and fingerprint (``mv`` rotation), else by
   fingerprint alone among files at least ``position`` bytes long
   (``copytruncate`` rotation). It is read from the committed position to its
-  end before the new file is read from byte 0. During a run, the open handle
-  is drained to end of file before switching to the new file at the path. A
+  end before the new file is read from byte 0. During a run, the old file is
+  drained to end of file before switching to the new file at the path. A
   file that shrank below the position restarts at 0. Every loss is logged as a
   warning naming the file and position.
 * Lines end with ``\\n``; a trailing ``\\r`` is stripped. A last line without
   its ``\\n`` is held back (the position stays before it) until the writer
-  completes it -- except in a rotated-away file, which can no longer grow:
-  there it is emitted when the file is left.
+  completes it. In a rotated-away file too: a writer that still has it open may
+  yet append the rest of the line, so the file stays "draining" (read again on
+  later polls and runs, the committed offset staying at its identity and
+  position, the new file at the path waiting behind it) until the line is
+  completed or the file was last modified more than ``rotation.grace.ms``
+  (default 5000) ago; only then is the partial line emitted as its last line.
+* Open files: a file is opened when it is read and closed as soon as it is read
+  to its end, and a task keeps at most ``max.open.files`` (default 64) open at
+  once, closing the least recently read one beyond that. A file reopened later
+  is checked by inode and fingerprint, as at the start of a run (so a rotation
+  while it was closed is handled the same way). If the process still runs out
+  of descriptors, the error says so (raise ``ulimit -n`` or lower
+  ``max.open.files``).
 * ``encoding`` (default utf-8, any charset that writes ``\\n`` as one byte). A
   line that does not decode is handed to
   :meth:`SourceTaskContext.report_error` (which fails the task unless the
@@ -43,8 +54,12 @@ after the line>}``. Beyond Kafka's version:
 Not supported: reading standard input when ``file`` is empty (a bounded batch
 run cannot read stdin meaningfully); rotated files moved to another directory;
 a file rotated more than once between two runs (the intermediate file is not
-read: plan runs more often than files rotate); a file rewritten in place while
-being read (detected only when the reader reaches end of file). A glob that also
+read: plan runs more often than files rotate); bytes written to a file after
+the source closed it (caught up or evicted) when the file is then rotated away
+and deleted before it is reopened (logged as lost); complete lines a writer
+appends to a rotated file after the source finished it (reached its end with
+no partial line pending); a file rewritten in place while being read
+(detected only when the reader reaches end of file). A glob that also
 matches the rotated names (``app.log*``) makes every rotated file a partition of
 its own, so its lines are read twice: match only the live names.
 
@@ -55,11 +70,15 @@ transactional producer a run is exactly-once; otherwise at-least-once.
 from __future__ import annotations
 
 import codecs
+import errno
 import glob
 import hashlib
 import logging
 import os
+import resource
 import stat
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -86,6 +105,8 @@ TOPIC_CONFIG = "topic"
 BATCH_SIZE_CONFIG = "batch.size"
 ENCODING_CONFIG = "encoding"
 FINGERPRINT_BYTES_CONFIG = "fingerprint.bytes"
+MAX_OPEN_FILES_CONFIG = "max.open.files"
+ROTATION_GRACE_MS_CONFIG = "rotation.grace.ms"
 
 FILENAME_FIELD = "filename"
 POSITION_FIELD = "position"
@@ -95,6 +116,8 @@ FINGERPRINT_LENGTH_FIELD = "fingerprint.length"
 
 DEFAULT_BATCH_SIZE = 2000
 DEFAULT_FINGERPRINT_BYTES = 1024
+DEFAULT_MAX_OPEN_FILES = 64
+DEFAULT_ROTATION_GRACE_MS = 5000
 _CHUNK = 64 * 1024
 _GLOB_CHARS = "*?["
 
@@ -133,6 +156,18 @@ CONFIG_DEF = (
             validator=in_range(1, 1024 * 1024), importance="low",
             doc="How many leading bytes of a file identify it (with its inode) across rotation. Raise it when "
                 "files start with an identical header longer than this.")
+    .define(MAX_OPEN_FILES_CONFIG, ConfigType.INT, DEFAULT_MAX_OPEN_FILES, validator=in_range(2, None),
+            importance="low",
+            doc="The most files a task keeps open at once. Files are opened when read and closed once read to "
+                "their end; beyond this many, the least recently read one is closed (and reopened later after "
+                "checking it is still the same file). Must stay well below the process's open-file limit "
+                "(ulimit -n).")
+    .define(ROTATION_GRACE_MS_CONFIG, ConfigType.INT, DEFAULT_ROTATION_GRACE_MS, validator=in_range(0, None),
+            importance="low",
+            doc="How long (ms) after its last write a rotated-away file whose last line has no newline yet is "
+                "still expected to be completed by its writer. Until then the partial line is held back and "
+                "the file is read again (in this run and the next ones) before the new file at the path; after "
+                "that the partial line is emitted as the file's last line.")
 )
 
 
@@ -238,19 +273,125 @@ class Identity:
                 FINGERPRINT_FIELD: self.fingerprint, FINGERPRINT_LENGTH_FIELD: self.length}
 
 
+# ------------------------------------------------------------------ descriptors
+
+
 def _open(path: str) -> int | None:
-    """A read-only descriptor of the regular file at ``path``, or ``None`` when there is none."""
+    """A read-only descriptor of the regular file at ``path``, or ``None`` when there is none.
+    Other errors are raised as :class:`OSError` (see :meth:`FilePool.open`)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as e:
-        raise ConnectException(f"cannot open {path} for reading: {e.strerror}; check that the file is "
-                               f"readable by the user running the task") from e
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return None
     return fd
+
+
+def _too_many_open_files(path: str, error: OSError, limit: int) -> ConnectException:
+    """The error for EMFILE/ENFILE: say what is exhausted and which knob to turn."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        now = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    except (OSError, ValueError):  # pragma: no cover - getrlimit does not fail on Linux
+        now = "unknown"
+    if error.errno == errno.ENFILE:
+        what = ("too many open files in the whole system (ENFILE): raise the system's limit "
+                "(sysctl fs.file-max) or lower")
+    else:
+        what = f"too many open files (EMFILE): raise ulimit -n (the process limit, now {now}) or lower"
+    return ConnectException(
+        f"cannot open {path}: {what} '{MAX_OPEN_FILES_CONFIG}' (now {limit}, the most files this task keeps "
+        f"open at once)")
+
+
+class FilePool:
+    """The task's budget of open descriptors: at most ``limit`` at once.
+
+    Every :class:`OpenFile` registers here. Before a new descriptor is opened the
+    least recently used files are closed (they reopen lazily, re-checking their
+    identity). The file being read (:attr:`active`) is never closed that way.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = max(2, int(limit))
+        self.count = 0  # descriptors open now, owned by an OpenFile or not yet
+        self.active: OpenFile | None = None
+        self._lru: OrderedDict[OpenFile, None] = OrderedDict()
+
+    def _evict(self, keep_below: int) -> None:
+        for f in list(self._lru):
+            if self.count < keep_below:
+                return
+            if f is not self.active:
+                f.close()
+
+    def _call(self, path: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` after making room for one more descriptor; on EMFILE/ENFILE retry once with
+        every evictable file closed, then fail naming the limit."""
+        self._evict(self.limit)
+        try:
+            return fn()
+        except OSError as e:
+            if e.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            self._evict(1)
+            try:
+                return fn()
+            except OSError as again:
+                if again.errno in (errno.EMFILE, errno.ENFILE):
+                    raise _too_many_open_files(path, again, self.limit) from again
+                raise
+
+    def open(self, path: str) -> int | None:
+        """:func:`_open` within the budget; other errors become a :class:`ConnectException`."""
+        try:
+            fd = self._call(path, lambda: _open(path))
+        except ConnectException:
+            raise
+        except OSError as e:
+            raise ConnectException(f"cannot open {path} for reading: {e.strerror}; check that the file is "
+                                   f"readable by the user running the task") from e
+        if fd is not None:
+            self.count += 1
+        return fd
+
+    def close(self, fd: int) -> None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        self.count -= 1
+
+    def list_dir(self, directory: str) -> list[os.DirEntry] | None:
+        """The entries of ``directory`` (its descriptor counted while listing), ``None`` if unreadable."""
+        def scan() -> list[os.DirEntry]:
+            with os.scandir(directory) as it:
+                return list(it)
+        try:  # made room for one descriptor, closed again before returning
+            return self._call(directory, scan)
+        except ConnectException:
+            raise
+        except OSError:
+            return None
+
+    def track(self, f: "OpenFile") -> None:
+        self._lru[f] = None
+
+    def use(self, f: "OpenFile") -> None:
+        """``f`` is read now: the most recently used, and not to be evicted."""
+        self._lru.move_to_end(f)
+        self.active = f
+
+    def untrack(self, f: "OpenFile") -> None:
+        self._lru.pop(f, None)
+        if self.active is f:
+            self.active = None
+
+    @property
+    def open_files(self) -> int:
+        return len(self._lru)
 
 
 def _same_file(fd: int, path: str) -> bool | None:
@@ -263,7 +404,8 @@ def _same_file(fd: int, path: str) -> bool | None:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
-def find_previous(path: str, identity: Identity, position: int, fingerprint_bytes: int) -> "OpenFile | None":
+def find_previous(path: str, identity: Identity, position: int, fingerprint_bytes: int,
+                  pool: FilePool) -> "OpenFile | None":
     """Open the file that was read as ``path`` before it was rotated away, or ``None``.
 
     Looks in ``path``'s directory, first for the same inode with a matching
@@ -272,10 +414,10 @@ def find_previous(path: str, identity: Identity, position: int, fingerprint_byte
     fingerprint (newest first). Fingerprint-only matching needs a non-empty fingerprint.
     """
     directory = os.path.dirname(path) or "."
-    try:
-        entries = [e for e in os.scandir(directory) if os.path.join(directory, e.name) != path]
-    except OSError:
+    listed = pool.list_dir(directory)
+    if listed is None:
         return None
+    entries = [e for e in listed if os.path.join(directory, e.name) != path]
     by_inode, by_content = [], []
     for entry in entries:
         try:
@@ -290,12 +432,12 @@ def find_previous(path: str, identity: Identity, position: int, fingerprint_byte
             by_content.append((st.st_mtime, entry.path))
     candidates = by_inode + [p for _, p in sorted(by_content, reverse=True)]
     for candidate in candidates:
-        fd = _open(candidate)
+        fd = pool.open(candidate)
         if fd is None:
             continue
         if identity.matches_content(fd):
-            return OpenFile(candidate, fd, Identity.of(fd, fingerprint_bytes), 0, rotated=True)
-        os.close(fd)
+            return OpenFile(candidate, fd, Identity.of(fd, fingerprint_bytes), 0, pool, rotated=True)
+        pool.close(fd)
     return None
 
 
@@ -306,19 +448,34 @@ class OpenFile:
     """One physical file being read: descriptor, identity, and ``position`` (the byte
     after the last line handed out). Bytes read past ``position`` that do not end
     in ``\\n`` yet are held back. A ``rotated`` file is no longer at its path and
-    is finished to its end, last partial line included."""
+    is finished to its end (its unterminated last line once the writer is done).
 
-    def __init__(self, path: str, fd: int, identity: Identity, position: int, *, rotated: bool = False):
+    The descriptor may be closed (``fd == -1``: caught up, or evicted by the
+    :class:`FilePool`); the owner reopens it after checking its identity."""
+
+    def __init__(self, path: str, fd: int, identity: Identity, position: int, pool: FilePool, *,
+                 rotated: bool = False):
         self.path = path
         self.fd = fd
         self.identity = identity
         self.rotated = rotated
+        self.pool = pool
+        pool.track(self)
         self.seek(position)
 
     def seek(self, position: int) -> None:
         """Continue at byte ``position``, dropping held-back bytes."""
         self.position = position
         self._buf, self._start, self._scanned = b"", 0, 0
+
+    def attach(self, fd: int) -> None:
+        """Reopened as ``fd`` (the caller checked it is this file): continue at :attr:`position`."""
+        self.fd = fd
+        self.pool.track(self)
+        self.seek(self.position)
+
+    def offset(self) -> dict:
+        return self.identity.as_offset(self.position)
 
     @property
     def read_pos(self) -> int:
@@ -350,6 +507,14 @@ class OpenFile:
             if self.identity.length < fingerprint_bytes and self.read_pos > self.identity.length:
                 self.identity = Identity.of(self.fd, fingerprint_bytes)
 
+    def has_tail(self) -> bool:
+        """Whether bytes after the last ``\\n`` are held back (call at end of file)."""
+        return len(self._buf) > self._start
+
+    def idle_ns(self) -> int:
+        """Nanoseconds since the file was last written (its mtime)."""
+        return time.time_ns() - os.fstat(self.fd).st_mtime_ns
+
     def take_tail(self) -> tuple[bytes, int, int] | None:
         """The held-back bytes after the last ``\\n`` as a final line, or ``None`` if there are none."""
         line, start = self._buf[self._start:], self.position
@@ -359,13 +524,12 @@ class OpenFile:
         return line, start, self.position
 
     def close(self) -> None:
-        """Close the descriptor; safe to call twice."""
+        """Close the descriptor and drop held-back bytes (they are read again on reopen); safe to call twice."""
         if self.fd >= 0:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            self.pool.close(self.fd)
             self.fd = -1
+        self.pool.untrack(self)
+        self.seek(self.position)
 
 
 Emit = Callable[[bytes, int, int, OpenFile], None]
@@ -374,30 +538,50 @@ Emit = Callable[[bytes, int, int, OpenFile], None]
 
 class TrackedPartition:
     """One partition (one path): the file now at the path, preceded by rotated-away
-    files that must be finished first (:attr:`draining`)."""
+    files that must be finished first (:attr:`draining`).
 
-    def __init__(self, filename: str, fingerprint_bytes: int):
+    Files are opened when read and closed once caught up, so an idle partition
+    holds no descriptor. While no file is open at the path, :attr:`_resume_offset`
+    says where to continue (an offset as committed: reopening checks inode and
+    fingerprint exactly as a new run does); ``None`` means byte 0 of whatever appears."""
+
+    def __init__(self, filename: str, fingerprint_bytes: int, pool: FilePool, grace_ms: int):
         self.filename = filename
-        self.partition = {FILENAME_FIELD: filename}
+        self.partition = {FILENAME_FIELD: filename}  # handed out with every record: never mutated
         self.fingerprint_bytes = fingerprint_bytes
+        self.pool = pool
+        self.grace_ns = grace_ms * 1_000_000
         self.draining: list[OpenFile] = []
         self.current: OpenFile | None = None
         self.caught_up = False
-        self._first_position = 0  # where to start the file at the path once it appears
+        self._resume_offset: dict | None = None
 
     # ---- start
 
     def resume(self, committed: dict | None) -> None:
-        """Position the reader at the committed offset (``None``: the start of the file)."""
-        fd = _open(self.filename)
+        """Continue at the committed offset (``None``: the start of the file). Nothing is
+        opened until the partition is read; the offset's position is checked now."""
+        if committed is not None:
+            self._committed_position(committed)
+        self._resume_offset = committed
+
+    def _open_current(self) -> None:
+        """Open the file at the path and position it per :attr:`_resume_offset`: if the path
+        no longer holds the file of that offset, queue the old file (found by inode and
+        fingerprint) in :attr:`draining` and start the one at the path from byte 0."""
+        committed = self._resume_offset
+        fd = self.pool.open(self.filename)
         if committed is None:
             self._set_current(fd, 0)
             return
         position = self._committed_position(committed)
         identity = Identity.from_offset(committed)
         if identity is None:  # a position-only offset, as Kafka Connect commits it
-            self._resume_same(fd, position)
+            if fd is not None:  # else: keep it until the file appears
+                self._resume_offset = None
+                self._resume_same(fd, position)
             return
+        self._resume_offset = None
         same_inode = fd is not None and os.fstat(fd).st_ino == identity.inode
         if same_inode and identity.matches_content(fd):
             self._resume_same(fd, position)
@@ -405,10 +589,7 @@ class TrackedPartition:
         self._recover_previous(identity, position, in_place=same_inode)
         self._set_current(fd, 0)
 
-    def _resume_same(self, fd: int | None, position: int) -> None:
-        if fd is None:
-            self._first_position = position
-            return
+    def _resume_same(self, fd: int, position: int) -> None:
         self._set_current(fd, position)
         size = self.current.size()
         if size < position:
@@ -425,31 +606,38 @@ class TrackedPartition:
 
     def _set_current(self, fd: int | None, position: int) -> None:
         self.current = None if fd is None else OpenFile(
-            self.filename, fd, Identity.of(fd, self.fingerprint_bytes), position)
+            self.filename, fd, Identity.of(fd, self.fingerprint_bytes), position, self.pool)
 
-    def _recover_previous(self, identity: Identity, position: int, *, in_place: bool) -> None:
-        """The committed file is no longer at the path: queue it to be finished from
-        ``position``, or warn that what it held after ``position`` is lost."""
-        how = "was truncated or rewritten in place" if in_place else "was rotated away"
-        previous = find_previous(self.filename, identity, position, self.fingerprint_bytes)
+    def _locate_previous(self, identity: Identity, position: int, how: str) -> OpenFile | None:
+        """The file of ``identity`` (no longer at the path), open and positioned at ``position``;
+        ``None`` with a warning that what it held after ``position`` is lost."""
+        previous = find_previous(self.filename, identity, position, self.fingerprint_bytes, self.pool)
         if previous is None:
             log.warning(
                 "%s: the file read before (inode %d, %d bytes read) %s and no file in %s holds its content; "
                 "any bytes it had after byte %d were not read and are lost (how many is unknown: the file is "
-                "gone). Continuing with the file now at %s from byte 0.",
+                "gone). Continuing with the next file of %s.",
                 self.filename, identity.inode, position, how, os.path.dirname(self.filename), position,
                 self.filename)
-            return
+            return None
         size = previous.size()
         if size < position:
             log.warning("%s: its rotated file %s is shorter (%d bytes) than the %d bytes already read; "
                         "not reading it again.", self.filename, previous.path, size, position)
             previous.close()
-            return
-        log.info("%s %s; reading the %d unread bytes of %s (from byte %d) before the file now at the path.",
-                 self.filename, how, size - position, previous.path, position)
+            return None
         previous.seek(position)
-        self.draining.append(previous)
+        return previous
+
+    def _recover_previous(self, identity: Identity, position: int, *, in_place: bool) -> None:
+        """The committed file is no longer at the path: queue it to be finished from
+        ``position``, or warn that what it held after ``position`` is lost."""
+        how = "was truncated or rewritten in place" if in_place else "was rotated away"
+        previous = self._locate_previous(identity, position, how)
+        if previous is not None:
+            log.info("%s %s; reading the %d unread bytes of %s (from byte %d) before the file now at the path.",
+                     self.filename, how, previous.size() - position, previous.path, position)
+            self.draining.append(previous)
 
     def _restart_truncated(self, f: OpenFile, position: int, size: int) -> None:
         """``f`` (same inode) shrank below ``position`` or its first bytes changed: finish a
@@ -460,45 +648,78 @@ class TrackedPartition:
         f.seek(0)
         f.identity = Identity.of(f.fd, self.fingerprint_bytes)
 
+    def _reopen_rotated(self, f: OpenFile) -> bool:
+        """Reopen the closed rotated file ``f`` (``draining[0]``): at its last known path if the
+        same inode and fingerprint are still there, else found again in the directory.
+        ``False`` (and dropped from :attr:`draining`, with a warning) when it is gone."""
+        fd = self.pool.open(f.path)
+        if fd is not None:
+            if os.fstat(fd).st_ino == f.identity.inode and f.identity.matches_content(fd):
+                f.attach(fd)
+                return True
+            self.pool.close(fd)
+        previous = self._locate_previous(f.identity, f.position, "was rotated away")
+        if previous is None:
+            self.draining.remove(f)
+            return False
+        self.draining[self.draining.index(f)] = previous
+        return True
+
     # ---- reading
 
     def _active(self) -> OpenFile | None:
-        """The file to read next: the oldest rotated one, else the one at the path (opened if it appeared)."""
-        if self.draining:
-            return self.draining[0]
-        if self.current is None:
-            self._set_current(_open(self.filename), self._first_position)
-            if self.current is not None:
-                self._first_position = 0
-        return self.current
+        """The file to read next, open: the oldest rotated one, else the one at the path
+        (opened, and checked against :attr:`_resume_offset`, if it is not open)."""
+        self.pool.active = None
+        while True:
+            if self.draining:
+                f = self.draining[0]
+                if f.fd < 0 and not self._reopen_rotated(f):
+                    continue
+                f = self.draining[0]
+            else:
+                if self.current is not None and self.current.fd < 0:
+                    self._resume_offset, self.current = self.current.offset(), None
+                if self.current is None:
+                    self._open_current()
+                    if self.draining:
+                        continue
+                f = self.current
+                if f is None:
+                    return None
+            self.pool.use(f)
+            return f
 
     def read(self, budget: int, emit: Emit) -> int:
         """Hand up to ``budget`` lines to ``emit`` and return how many. Sets
-        :attr:`caught_up` when it stopped because every file of the partition is at its end."""
+        :attr:`caught_up` (and closes the partition's files) when it stopped because
+        every file of the partition is at its end."""
         done, self.caught_up = 0, False
         while done < budget:
             f = self._active()
-            got = None if f is None else f.next_line(self.fingerprint_bytes)
+            if f is None:
+                break
+            got = f.next_line(self.fingerprint_bytes)
             if got is None:
-                if f is not None and f.rotated:
-                    got = self._finish(f)
+                if f.rotated:
+                    if f.has_tail() and f.idle_ns() < self.grace_ns:
+                        break  # the writer may still complete the line: hold it, and the files after it
+                    got = f.take_tail()
+                    self.draining.remove(f)
+                    f.close()
                     if got is None:
                         continue
-                elif f is not None and self._at_end(f):
+                elif self._at_end(f):
                     continue
                 else:
-                    self.caught_up = True
-                    return done
+                    break
             emit(got[0], got[1], got[2], f)
             done += 1
+        else:
+            return done
+        self.caught_up = True
+        self.close()
         return done
-
-    def _finish(self, f: OpenFile) -> tuple[bytes, int, int] | None:
-        """A rotated file is at its end: close it and return its unterminated last line, if any."""
-        tail = f.take_tail()
-        self.draining.remove(f)
-        f.close()
-        return tail
 
     def _at_end(self, f: OpenFile) -> bool:
         """The file at the path is at its end: check whether it was truncated or rotated.
@@ -513,10 +734,11 @@ class TrackedPartition:
                  self.filename)
         f.rotated = True
         self.draining.append(f)
-        self.current = None
+        self.current, self._resume_offset = None, None
         return True
 
     def close(self) -> None:
+        """Close every open file of the partition; each reopens when read again."""
         for f in self.draining + ([self.current] if self.current else []):
             f.close()
 
@@ -537,11 +759,13 @@ class FileStreamSourceTask(SourceTask):
         self.batch_size = values[BATCH_SIZE_CONFIG]
         self.encoding = values[ENCODING_CONFIG]
         fingerprint_bytes = values[FINGERPRINT_BYTES_CONFIG]
+        self._pool = FilePool(values[MAX_OPEN_FILES_CONFIG])
         if TASK_PARTITIONS_KEY in config:
             filenames = [p[FILENAME_FIELD] for p in task_partitions(config)]
         else:  # run without a plan (Kafka Connect style): all files of the config
             filenames = expand(_patterns(values))
-        self._partitions = [TrackedPartition(f, fingerprint_bytes) for f in filenames]
+        self._partitions = [TrackedPartition(f, fingerprint_bytes, self._pool, values[ROTATION_GRACE_MS_CONFIG])
+                            for f in filenames]
         self._next = 0
         committed = self.context.offset_storage_reader.offsets([p.partition for p in self._partitions]) \
             if self._partitions else {}
@@ -577,7 +801,7 @@ class FileStreamSourceTask(SourceTask):
             error = DataException(
                 f"line is not valid {self.encoding}: {e.reason} at byte {start + e.start}; set "
                 f"'{ENCODING_CONFIG}' to the files' character set")
-            self.context.report_error(error, source_partition=dict(part.partition), source_offset=offset,
+            self.context.report_error(error, source_partition=part.partition, source_offset=offset,
                                       raw=raw, location=f"{f.path}, bytes {start}..{end}")
             return
         records.append(SourceRecord(
