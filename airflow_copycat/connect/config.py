@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import ConfigException
 
@@ -279,7 +279,3 @@ def convert(type: ConfigType, value: Any) -> Any:
         return str(value)
     raise ValueError(f"unknown config type {type}")
 
-
-def check_all(checks: Iterable[ConfigProblem | None]) -> list[ConfigProblem]:
-    """Drop the ``None`` entries of cross-key checks, keep the problems."""
-    return [c for c in checks if c is not None]

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ..connect.assignment import assign, canonical
+from ..connect.assignment import assign
 from ..connect.connector import TASK_PARTITIONS_KEY, SinkConnector, task_partitions
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException, ConnectException
@@ -169,6 +169,3 @@ def validate_only(raw_config: Mapping[str, Any]) -> list[str]:
     _, _, problems = connector_config.validate(raw)
     return [str(p) for p in problems]
 
-
-def plan_offsets_by_partition(plan: Mapping[str, Any]) -> dict[str, Any]:
-    return {canonical(o["partition"]): o["offset"] for o in plan.get("offsets", [])}

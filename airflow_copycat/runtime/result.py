@@ -47,13 +47,6 @@ class TaskStats:
             }
         return entry
 
-    def count(self, partition: Any, topic: str | None, nbytes: int) -> None:
-        entry = self.partition(partition)
-        entry["records"] += 1
-        entry["bytes"] += nbytes
-        if topic is not None:
-            self.topics[topic] = self.topics.get(topic, 0) + 1
-
     def fail(self, error: BaseException) -> None:
         self.status = "failed"
         self.error = f"{type(error).__name__}: {error}"

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.plan import make_plan
@@ -62,7 +61,7 @@ def test_sink_killed_mid_publish_then_rerun_has_no_duplicate_and_no_gap(worker_p
     result = run_group(group, worker_props)
     assert result["status"] == "ok", result
     # Then every line is in the output exactly once
-    written = [json.loads(l) for f in sorted((out / "topics" / topic).rglob("*.json")) for l in f.read_text().splitlines()]
+    written = [json.loads(line) for f in sorted((out / "topics" / topic).rglob("*.json")) for line in f.read_text().splitlines()]
     assert len(written) == 5000
     assert sorted(written) == sorted(lines)
     # And the rerun resumed where the destination said, so it did not re-read everything

@@ -84,7 +84,7 @@ def test_sink_reads_to_end_and_mirrors_offsets_to_group(worker_props, kafka_boot
             "topics": topic, "dir": str(tmp_path), "tasks.max": 2}
     plan, results = _run(sink, worker_props)
     assert sorted(p for g in plan["groups"] for t in g["tasks"] for p in map(tuple, t["partitions"])) == [(topic, 0), (topic, 1)]
-    rows = [json.loads(l) for f in tmp_path.glob("*.jsonl") for l in f.read_text().splitlines()]
+    rows = [json.loads(line) for f in tmp_path.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert len(rows) == 8 == sum(g["records"] for g in results)
     # The consumer group connect-<name> shows the committed positions
     c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"connect-sink-{unique}"})
