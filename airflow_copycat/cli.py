@@ -8,6 +8,7 @@ Airflow DAG run uses -- and then exits, saying what it moved::
     copycat validate CONFIG...                 check configs, never contacts Kafka
     copycat plan [--worker W] CONFIG           print the plan (task groups) as JSON
     copycat run [--worker W] CONFIG...         one bounded run of each connector
+    copycat run --replay-dlq [--worker W] CONFIG...   re-ingest each connector's dead-letter queue
     copycat offsets [--worker W] [CONNECTOR]   list, set or delete committed source offsets
 
 ``WORKER`` is a Kafka Connect worker ``.properties`` file; ``COPYCAT_*``
@@ -224,14 +225,19 @@ def _check(label: str, raw: dict[str, Any]) -> _Checked:
     return _Checked(label, raw, cls, lines)
 
 
-def _check_all(specs: Sequence[str]) -> list[_Checked]:
+def _check_all(specs: Sequence[str], *, replay_dlq: bool = False) -> list[_Checked]:
     """Load and validate every CONFIG, in order; a config that cannot be read has ``error`` set.
-    Two configs with the same connector name are a problem (the name keys the offsets)."""
+    Two configs with the same connector name are a problem (the name keys the offsets).
+    ``replay_dlq``: check the config that replays each connector's dead-letter queue instead."""
     checked: list[_Checked] = []
     for spec in specs:
         try:
             label, raw = _load_config(spec)
-        except UserError as e:
+            if replay_dlq:
+                from .runtime.errors import replay_config
+
+                label, raw = f"{label} (dead-letter replay)", replay_config(raw)
+        except (UserError, ConnectException) as e:
             checked.append(_Checked(spec, {}, None, [], error=str(e)))
             continue
         checked.append(_check(label, raw))
@@ -432,7 +438,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.plan import make_plan
     from .runtime.result import summarize
 
-    checked = _check_all(args.configs)
+    checked = _check_all(args.configs, replay_dlq=args.replay_dlq)
     _raise_if_invalid(checked)
     worker = _load_worker(args)
     spark_conf = _parse_spark_conf(args.spark_conf)
@@ -692,6 +698,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", metavar="DIR",
                    help="where group and result JSON files go (kept); default a temporary directory (removed)")
     p.add_argument("--json", action="store_true", help="print each connector's run summary as one JSON line")
+    p.add_argument("--replay-dlq", action="store_true",
+                   help="instead of each connector, replay its dead-letter queue (errors.deadletterqueue.topic.name) "
+                        "through its current transforms and converters into the topic each record belongs to")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("offsets", parents=[common, with_worker],

@@ -2,10 +2,16 @@
 
 Each run copies only the lines appended since the last run (byte offsets per
 file in the ``copycat-offsets`` topic); rotated files are finished before their
-successors. The finish task's XCom shows offsets before/after per file.
+successors. Lines that cannot be decoded go to the dead-letter topic
+``app-logs-dlq`` (see ``dlq_replay.py`` to re-ingest them after a fix). The
+finish task's XCom shows offsets before/after per file and error counts.
+The connector config lives in ``connectors/app-logs.json`` (Kafka Connect's
+REST format), so the replay DAG reads the very same config.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pendulum
 from airflow.sdk import DAG
@@ -22,14 +28,7 @@ with DAG(
     tags=["copycat", "example"],
 ) as dag:
     connector_task_group(
-        {
-            "name": "app-logs",
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "file": "/var/log/app/*.log",
-            "topic": "app-logs",
-            "tasks.max": 4,
-            "topic.creation.default.partitions": 4,
-        },
+        str(Path(__file__).parent / "connectors" / "app-logs.json"),
         kafka_conn_id="kafka_default",
         spark_conn_id="spark_default",
         run_kwargs={"retries": 2},

@@ -105,6 +105,23 @@ class SourceConnector(Connector):
     """Set by the framework before :meth:`task_configs` when re-planning: the
     partitions each task had in the last plan."""
 
+    kafka_client_config: dict[str, Any] | None = None
+    """Set by the framework before :meth:`start`: the worker's Kafka client settings
+    (``bootstrap.servers``, security), for the rare source that reads Kafka itself (the
+    dead-letter replay). Holds secrets: never log it or put it in task configs."""
+
+    def exactly_once_support(self, config: dict[str, Any]) -> bool | None:
+        """Whether this connector's tasks can deliver exactly once with ``config`` (Kafka Connect's
+        ``exactlyOnceSupport``). Called at plan time, after :meth:`start`.
+
+        ``True`` promises that a task started from a committed offset emits exactly the
+        records after it, the same ones each time, so records and offsets written in one
+        Kafka transaction never duplicate or lose data. ``False`` or ``None`` (unknown,
+        the default) make ``exactly.once.support=required`` fail at plan time;
+        ``requested`` runs transactions anyway.
+        """
+        return None
+
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         from .assignment import assign  # local: keeps the import graph obvious
 

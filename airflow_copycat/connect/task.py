@@ -44,9 +44,13 @@ def _key(partition) -> str:
 class SourceTaskContext:
     """What the framework gives a source task: its config and the offset reader."""
 
-    def __init__(self, config: Mapping[str, str], offset_storage_reader: OffsetStorageReader):
+    def __init__(self, config: Mapping[str, str], offset_storage_reader: OffsetStorageReader,
+                 kafka_client_config: Mapping[str, Any] | None = None):
         self.config = dict(config)
         self.offset_storage_reader = offset_storage_reader
+        self.kafka_client_config = dict(kafka_client_config or {})
+        """The worker's Kafka client settings (bootstrap, security) for tasks that read Kafka
+        themselves; empty when the runtime has none. Holds secrets: never log it."""
 
     def report_error(
         self,

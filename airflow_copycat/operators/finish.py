@@ -57,8 +57,10 @@ class CopycatFinishOperator(BaseOperator):
         if isinstance(results, dict):
             results = [results]
         summary = summarize(plan, [r for r in results if r])
-        self.log.info("%s connector %s: %s records, %s bytes, %s tolerated errors",
-                      summary["kind"], summary["connector"], summary["records"], summary["bytes"], summary["errors"])
+        self.log.info("%s connector %s: %s records, %s bytes, %s tolerated errors (%s dead-lettered), "
+                      "%s filtered by transforms, %s retries",
+                      summary["kind"], summary["connector"], summary["records"], summary["bytes"], summary["errors"],
+                      summary["dead_lettered"], summary["filtered"], summary["retries"])
         for p in summary["partitions"]:
             self.log.info("  %s: %s -> %s (%s records)", p["partition"], p["offset_before"], p["offset_after"], p["records"])
         if summary["failures"]:

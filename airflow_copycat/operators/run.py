@@ -85,8 +85,9 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         else:
             result = self._submit(group, worker_props, secrets)
         for t in result["tasks"]:
-            self.log.info("task %s: %s, %s records, %s bytes, %s tolerated errors, %.1fs%s",
-                          t["task"], t["status"], t["records"], t["bytes"], t["errors"], t["duration_s"],
+            self.log.info("task %s: %s, %s records, %s bytes, %s tolerated errors (%s dead-lettered), %s filtered, "
+                          "%.1fs%s", t["task"], t["status"], t["records"], t["bytes"], t["errors"],
+                          t["dead_lettered"], t.get("filtered", 0), t["duration_s"],
                           f" -- {t['error']}" if t["error"] else "")
         if result["status"] != "ok":
             context["ti"].xcom_push(key="failed_result", value=result)

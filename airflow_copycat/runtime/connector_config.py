@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty, one_of
 from ..connect.errors import ConfigException, ConnectException
 from . import plugins
+from .transforms import check_transforms
 from .worker import is_secret_key, load_properties
 
 FRAMEWORK_CONFIG = (
@@ -47,6 +48,12 @@ FRAMEWORK_CONFIG = (
     .define("errors.tolerance", ConfigType.STRING, "none", one_of("none", "all"),
             doc="none: a bad record fails the task, naming where it is; all: it is logged, "
                 "sent to the dead-letter queue if one is set, and skipped.")
+    .define("errors.retry.timeout", ConfigType.LONG, 0, in_range(-1),
+            doc="How long (ms) a retriable failure is retried with back-off before the task fails, naming the "
+                "record or partition: conversions, transforms, a source's poll() and reaching Kafka at start "
+                "(0: no retry, -1: forever).")
+    .define("errors.retry.delay.max.ms", ConfigType.LONG, 60000, in_range(1),
+            doc="Longest wait between two retries (the first waits 300 ms, then doubling).")
     .define("errors.log.enable", ConfigType.BOOLEAN, False, doc="Log every tolerated error.")
     .define("errors.log.include.messages", ConfigType.BOOLEAN, False,
             doc="Include the record's key and value in error logs.")
@@ -56,6 +63,16 @@ FRAMEWORK_CONFIG = (
             doc="Replication factor of the dead-letter topic when it is created.")
     .define("errors.deadletterqueue.context.headers.enable", ConfigType.BOOLEAN, False,
             doc="Add __connect.errors.* headers saying where and why a record failed.")
+    .define("exactly.once.support", ConfigType.STRING, "requested", one_of("requested", "required"),
+            doc="Sources: required makes the run transactional (records and offsets committed together) and fails "
+                "the plan if the connector cannot promise exactly-once; requested runs transactions only when the "
+                "worker has exactly.once.source.support=enabled.")
+    .define("transaction.boundary", ConfigType.STRING, "poll", one_of("poll", "interval"),
+            doc="Sources, exactly-once: commit a transaction after every poll() batch (poll) or every "
+                "transaction.boundary.interval.ms (interval).")
+    .define("transaction.boundary.interval.ms", ConfigType.LONG, None, in_range(1),
+            doc="Sources, exactly-once with transaction.boundary=interval: ms between commits "
+                "(default: the worker's offset.flush.interval.ms).")
     .define("topic.creation.default.partitions", ConfigType.INT, 1, in_range(1),
             doc="Sources: partitions of a destination topic the framework creates when it is missing.")
     .define("topic.creation.default.replication.factor", ConfigType.INT, -1,
@@ -123,10 +140,7 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
                 plugins.make_converter(raw, {}, side == "key.converter")
             except ConnectException as e:
                 problems.append(ConfigProblem(side, raw[side], str(e)))
-    if raw.get("transforms"):
-        problems.append(ConfigProblem("transforms", raw["transforms"],
-                                      "single message transforms are not supported yet: remove the transforms.* keys "
-                                      "(records would otherwise pass through untransformed)"))
+    problems += check_transforms(raw)
     return values, cls, _hide_secrets(problems, raw, secret_keys(raw, cls))
 
 

@@ -36,8 +36,6 @@ H_EXC_MESSAGE = HEADER_PREFIX + "exception.message"
 H_EXC_STACK = HEADER_PREFIX + "exception.stacktrace"
 H_SOURCE_PARTITION = HEADER_PREFIX + "source.partition"
 H_SOURCE_OFFSET = HEADER_PREFIX + "source.offset"
-
-
 class RecordFailed(ConnectException):
     """A record failed and ``errors.tolerance`` is ``none``; the message says where."""
 
@@ -138,3 +136,30 @@ class ErrorHandler:
 
 def _bool(v) -> bool:
     return v is True or str(v).lower() == "true"
+
+
+def replay_config(original: Mapping[str, Any], *, name: str | None = None, replay_topic: str = "") -> dict[str, Any]:
+    """The config of a connector that re-ingests ``original``'s dead-letter topic after a fix
+    (see :mod:`airflow_copycat.connectors.deadletter.replay`).
+
+    Named ``<name>-dlq-replay``, so it keeps offsets of its own and a rerun replays
+    nothing twice. For a source, it carries the original's converters, transforms and
+    predicates (fix those in ``original`` first); for a sink, byte-array converters,
+    so records go back byte for byte.
+    """
+    from . import plugins
+
+    dlq = str(original.get("errors.deadletterqueue.topic.name") or "")
+    if not dlq:
+        raise ConnectException(f"connector {original.get('name')!r} has no errors.deadletterqueue.topic.name: "
+                               "there is no dead-letter queue to replay")
+    kind = plugins.connector_kind(plugins.resolve_connector(str(original["connector.class"])))
+    config: dict[str, Any] = {"name": name or f"{original['name']}-dlq-replay",
+                              "connector.class": "DeadLetterReplaySource", "dlq.topic": dlq, "replay.topic": replay_topic}
+    if kind == "source":
+        config.update({k: v for k, v in original.items()
+                       if k.split(".")[0] in ("transforms", "predicates") or k.startswith(("key.converter",
+                                                                                           "value.converter"))})
+    else:
+        config.update({"key.converter": "ByteArrayConverter", "value.converter": "ByteArrayConverter"})
+    return config

@@ -40,6 +40,40 @@ def offset_key(connector: str, partition: Any) -> bytes:
     return json.dumps([connector, partition], separators=(",", ":")).encode("utf-8")
 
 
+def murmur2(key: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (a signed 32-bit int), the hash of the Java producer's and
+    librdkafka's ``murmur2_random`` partitioners."""
+    m, length = 0x5BD1E995, len(key)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    end = length & ~3
+    for i in range(0, end, 4):
+        k = (key[i] | key[i + 1] << 8 | key[i + 2] << 16 | key[i + 3] << 24) * m & 0xFFFFFFFF
+        k = (k ^ (k >> 24)) * m & 0xFFFFFFFF
+        h = (h * m & 0xFFFFFFFF) ^ k
+    rest = length & 3
+    if rest == 3:
+        h ^= key[end + 2] << 16
+    if rest >= 2:
+        h ^= key[end + 1] << 8
+    if rest >= 1:
+        h = (h ^ key[end]) * m & 0xFFFFFFFF
+    h = (h ^ (h >> 13)) * m & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's Java producer picks for ``key``: ``toPositive(murmur2(key)) % partitions``.
+    Transactional writers set it explicitly so offset records land where the store's own
+    writer puts them (the last value of a key wins only within one partition)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def offset_value(offset: Any) -> bytes | None:
+    """The offset topic value of ``offset``: compact JSON, ``None`` (a tombstone) for ``None``."""
+    return None if offset is None else json.dumps(offset, separators=(",", ":")).encode("utf-8")
+
+
 class OffsetStore:
     """Reads and writes the source offsets of connectors."""
 
@@ -73,6 +107,7 @@ class KafkaOffsetStore(OffsetStore):
         self.topic = worker.offset_topic
         self._producer: Producer | None = None
         self._ensured = False
+        self._partitions: int | None = None
 
     def describe(self) -> str:
         return f"kafka topic {self.topic} at {self.worker.bootstrap_servers}"
@@ -156,14 +191,26 @@ class KafkaOffsetStore(OffsetStore):
                 errors.append(err.str())
 
         for partition, offset in offsets:
-            value = None if offset is None else json.dumps(offset, separators=(",", ":")).encode("utf-8")
-            producer.produce(self.topic, key=offset_key(connector, partition), value=value, on_delivery=on_delivery)
+            producer.produce(self.topic, key=offset_key(connector, partition), value=offset_value(offset),
+                             on_delivery=on_delivery)
         left = producer.flush(60)
         if left or errors:
             raise ConnectException(
                 f"could not write {len(offsets)} offset(s) of connector {connector!r} to {self.topic}: "
                 + (errors[0] if errors else f"{left} not acknowledged within 60s")
             )
+
+    def produce_in(self, producer: Producer, connector: str, offsets: Sequence[tuple[Any, Any]], on_delivery=None) -> None:
+        """Produce offset records through ``producer`` -- a task's transactional producer, so
+        they commit or abort with its records -- into the partitions this store's own writer
+        would choose. The caller commits the transaction."""
+        self.ensure_topic()
+        if self._partitions is None:
+            self._partitions = topic_partition_count(admin_client(self.worker.admin_config()), self.topic)
+        for partition, offset in offsets:
+            key = offset_key(connector, partition)
+            producer.produce(self.topic, key=key, value=offset_value(offset),
+                             partition=murmur2_partition(key, self._partitions), on_delivery=on_delivery)
 
     def close(self) -> None:
         if self._producer is not None:

@@ -29,7 +29,7 @@ from ..connect.assignment import assign
 from ..connect.connector import TASK_PARTITIONS_KEY, SinkConnector, task_partitions
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException, ConnectException
-from . import connector_config, plugins
+from . import connector_config, plugins, transactions
 from .kafka import admin_client, matching_partitions
 from .offsets import OffsetStore, offset_store
 from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
@@ -61,8 +61,13 @@ def make_plan(
     secrets = connector_config.secret_keys(raw, cls)
     _check_clients(values, worker, issubclass(cls, SinkConnector))
     connector = cls()
+    connector.kafka_client_config = worker.client_config()
     connector.start(values)
     try:
+        if not issubclass(cls, SinkConnector):
+            problems = transactions.check(connector, values, worker)
+            if problems:
+                raise ConfigException(problems, context=f"connector {name!r}")
         if issubclass(cls, SinkConnector):
             partitions, task_cfgs, offsets = _plan_sink(connector, values, worker, tasks_max, previous)
         else:

@@ -22,6 +22,7 @@ CONNECTOR_ENTRY_POINT_GROUP = "airflow_copycat.connectors"
 _FILE_SOURCE = "airflow_copycat.connectors.filestream:FileStreamSourceConnector"
 _FILE_SINK = "airflow_copycat.connectors.filestream:FileStreamSinkConnector"
 _FILES_SINK = "airflow_copycat.connectors.files:FilesSinkConnector"
+_DLQ_REPLAY = "airflow_copycat.connectors.deadletter:DeadLetterReplaySource"
 
 CONNECTOR_ALIASES: dict[str, str] = {
     "FileStreamSource": _FILE_SOURCE,
@@ -37,6 +38,8 @@ CONNECTOR_ALIASES: dict[str, str] = {
     "HdfsSinkConnector": _FILES_SINK,
     "io.confluent.connect.hdfs.HdfsSinkConnector": _FILES_SINK,
     "io.confluent.connect.hdfs3.Hdfs3SinkConnector": _FILES_SINK,
+    "DeadLetterReplaySource": _DLQ_REPLAY,
+    "DeadLetterReplay": _DLQ_REPLAY,
 }
 
 _JSON = "airflow_copycat.connect.json_converter:JsonConverter"

@@ -4,10 +4,15 @@ A task result (``TaskStats.to_dict()``)::
 
     {"task": 0, "connector": "logs", "kind": "source", "status": "ok" | "failed",
      "error": null | "message", "records": 10, "bytes": 450, "errors": 0,
-     "dead_lettered": 0, "duration_s": 1.2, "topics": {"logs": 10},
+     "dead_lettered": 0, "filtered": 0, "retries": 0, "duration_s": 1.2, "topics": {"logs": 10},
      "partitions": [{"partition": {"filename": "/x"} | ["topic", 0],
                      "offset_before": {...} | 17 | null, "offset_after": {...} | 27 | null,
                      "records": 10, "bytes": 450}]}
+
+``errors`` counts records that failed and were tolerated (``errors.tolerance=all``),
+``dead_lettered`` those of them written to the dead-letter queue, ``filtered`` records
+a transform dropped, ``retries`` retried operations. Exactly-once source tasks add
+``transactional_id`` and ``transactions`` (commits made).
 
 A group result is ``{"group": 0, "connector": ..., "kind": ..., "tasks": [task results...]}``
 plus totals; :func:`summarize` folds group results into the run summary the
@@ -30,6 +35,10 @@ class TaskStats:
         self.topics: dict[str, int] = {}
         self.errors = 0
         self.dead_lettered = 0
+        self.filtered = 0
+        self.retries = 0
+        self.transactional_id: str | None = None
+        self.transactions = 0
         self.status = "ok"
         self.error: str | None = None
         self.duration_s: float | None = None
@@ -53,7 +62,7 @@ class TaskStats:
 
     def to_dict(self) -> dict[str, Any]:
         parts = list(self.partitions.values())
-        return {
+        out = {
             "task": self.task,
             "connector": self.connector,
             "kind": self.kind,
@@ -63,10 +72,22 @@ class TaskStats:
             "bytes": sum(p["bytes"] for p in parts),
             "errors": self.errors,
             "dead_lettered": self.dead_lettered,
+            "filtered": self.filtered,
+            "retries": self.retries,
             "duration_s": round(self.duration_s if self.duration_s is not None else time.monotonic() - self.started, 3),
             "topics": dict(self.topics),
             "partitions": parts,
         }
+        if self.transactional_id:
+            out.update(transactional_id=self.transactional_id, transactions=self.transactions)
+        return out
+
+
+_COUNTS = ("records", "bytes", "errors", "dead_lettered", "filtered", "retries")
+
+
+def _totals(tasks: list[dict]) -> dict[str, int]:
+    return {k: sum(t.get(k, 0) for t in tasks) for k in _COUNTS}
 
 
 def group_result(group: dict, task_results: list[dict]) -> dict[str, Any]:
@@ -75,9 +96,7 @@ def group_result(group: dict, task_results: list[dict]) -> dict[str, Any]:
         "connector": group["connector"],
         "kind": group["kind"],
         "status": "ok" if all(t["status"] == "ok" for t in task_results) else "failed",
-        "records": sum(t["records"] for t in task_results),
-        "bytes": sum(t["bytes"] for t in task_results),
-        "errors": sum(t["errors"] for t in task_results),
+        **_totals(task_results),
         "tasks": task_results,
     }
 
@@ -106,10 +125,8 @@ def summarize(plan: dict, group_results: Iterable[dict]) -> dict[str, Any]:
         "status": "ok" if tasks and all(t["status"] == "ok" for t in tasks) or (not tasks and not plan["groups"]) else "failed",
         "groups": len(groups),
         "tasks": len(tasks),
-        "records": sum(t["records"] for t in tasks),
-        "bytes": sum(t["bytes"] for t in tasks),
-        "errors": sum(t["errors"] for t in tasks),
-        "dead_lettered": sum(t["dead_lettered"] for t in tasks),
+        **_totals(tasks),
+        "errors_by_task": {str(t["task"]): t["errors"] for t in tasks if t["errors"]},
         "topics": topics,
         "partitions": sorted((p for t in tasks for p in t["partitions"]), key=lambda p: canonical(p["partition"])),
         "failures": failures(groups),

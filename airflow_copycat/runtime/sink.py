@@ -8,6 +8,13 @@ partition is then paused, so later records wait for the next run). It calls
 ``pre_commit`` every ``offset.flush.interval.ms`` and once more with
 ``final=True`` at the end, and mirrors what ``pre_commit`` returned into the
 consumer group ``connect-<name>`` so lag tools see the sink's progress.
+
+Records are converted, then transformed (``transforms=...``; a dropped record
+is handled, its offset advances), then put. A record that fails conversion or a
+transform is handled by ``errors.*`` (fail naming topic, partition and offset,
+or count, log and dead-letter the original bytes). Reaching Kafka at start is
+retried within ``errors.retry.timeout``; ``put()`` raising
+:class:`RetriableException` within ``copycat.put.retry.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from ..connect.task import SinkTask, SinkTaskContext
 from . import plugins
 from .errors import ErrorHandler
 from .result import TaskStats
+from .retry import RetryPolicy, is_retriable
+from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
 log = logging.getLogger("airflow_copycat.sink")
@@ -73,6 +82,8 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
     assigned = assigned_partitions(config)
     consumer: Consumer | None = None
     sink_task: SinkTask | None = None
+    chain: TransformChain | None = None
+    retry = RetryPolicy.from_config(config)
     opened = False
     try:
         consumer_overrides = {k[len("consumer.override."):]: v for k, v in config.items() if k.startswith("consumer.override.")}
@@ -87,12 +98,15 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
         opened = True
         key_conv = plugins.make_converter(config, worker.props, True)
         value_conv = plugins.make_converter(config, worker.props, False)
+        chain = build_chain(config)
 
         start = dict(ctx.take_rewinds())
         if assigned and not getattr(cls, "offsets_in_destination", False):
             # Sinks without their own offsets resume from the consumer group; the others only
             # from the destination, so wiping the destination re-copies the topic.
-            for tp in consumer.committed([TopicPartition(t, p) for t, p in assigned], timeout=30):
+            tps = [TopicPartition(t, p) for t, p in assigned]
+            for tp in retry.call(lambda: consumer.committed(tps, timeout=30),
+                                 what=f"reading the committed offsets of group {consumer_group(name)}"):
                 if (tp.topic, tp.partition) not in start and tp.offset >= 0:
                     start[(tp.topic, tp.partition)] = tp.offset
         entries = {(t, p): stats.partition([t, p], start.get((t, p))) for t, p in assigned}
@@ -107,6 +121,15 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
             if safe:
                 consumer.commit(offsets=[TopicPartition(t, p, off) for (t, p), off in safe.items()], asynchronous=False)
                 committed.update(safe)
+
+        def dead_letter(msg, stage: str, error: Exception, class_name: str = "") -> None:
+            """Hand a record that failed on its way out to the error handler (raises unless tolerated)."""
+            tp = (msg.topic(), msg.partition())
+            handler.handle(stage, error, location=f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}",
+                           key=msg.key(), value=msg.value(), headers=msg.headers() or [],
+                           kafka=(tp[0], tp[1], msg.offset()), class_name=class_name)
+            stats.errors = handler.count
+            positions[tp] = msg.offset() + 1
 
         pending = {tp for tp in assigned}
         if assigned:
@@ -156,20 +179,40 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 headers = msg.headers() or []
                 try:
                     key = key_conv.to_connect_data(tp[0], msg.key(), headers)
+                except Exception as e:
+                    dead_letter(msg, "KEY_CONVERTER", e, type(key_conv).__name__)
+                    continue
+                try:
                     value = value_conv.to_connect_data(tp[0], msg.value(), headers)
                 except Exception as e:
-                    location = f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}"
-                    handler.handle("VALUE_CONVERTER", e, location=location, key=msg.key(), value=msg.value(),
-                                   headers=headers, kafka=(tp[0], tp[1], msg.offset()))
-                    stats.errors = handler.count
-                    positions[tp] = msg.offset() + 1
+                    dead_letter(msg, "VALUE_CONVERTER", e, type(value_conv).__name__)
                     continue
                 ts_type, ts = msg.timestamp()
-                batch.append(SinkRecord(
+                record = SinkRecord(
                     topic=tp[0], kafka_partition=tp[1], key_schema=key.schema, key=key.value,
                     value_schema=value.schema, value=value.value, timestamp=ts if ts_type else None,
                     headers=headers, kafka_offset=msg.offset(), timestamp_type=_TIMESTAMP_TYPES.get(ts_type),
-                ))
+                )
+                if chain:
+                    try:
+                        record = chain.apply(record)
+                    except TransformError as e:
+                        if not is_retriable(e):
+                            dead_letter(msg, "TRANSFORMATION", e.__cause__ or e, e.class_name)
+                            continue
+                        original = record
+                        try:
+                            record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
+                                                where=f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}",
+                                                failed=e)
+                        except ConnectException as again:
+                            dead_letter(msg, "TRANSFORMATION", again, e.class_name)
+                            continue
+                    if record is None:  # dropped by a transform: handled, its offset advances
+                        stats.filtered += 1
+                        positions[tp] = msg.offset() + 1
+                        continue
+                batch.append(record)
                 positions[tp] = msg.offset() + 1
                 entry["records"] += 1
                 entry["bytes"] += len(msg.value() or b"") + len(msg.key() or b"")
@@ -199,6 +242,9 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 sink_task.stop()
             except Exception:
                 log.exception("connector %s task %s: close/stop raised", name, stats.task)
+        if chain is not None:
+            chain.close()
+        stats.retries = retry.retries
         if consumer is not None:
             consumer.close()
     return stats.to_dict()

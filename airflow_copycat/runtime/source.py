@@ -5,6 +5,14 @@ returned with every record up to them acknowledged; a delivery failure fails the
 task without committing. The run ends when ``poll()`` returns ``None`` (caught
 up) or the run's budget (``copycat.run.max.records`` / ``copycat.run.max.ms``)
 is spent; offsets are committed every ``offset.flush.interval.ms`` and at the end.
+
+Each record goes through the connector's transforms (``transforms=...``; a
+dropped record's offset still advances) and converters. A record that fails
+either is handled by ``errors.*`` (fail the task naming the record, or count,
+log and dead-letter it). Retriable failures -- reaching Kafka at start, a
+``poll()`` raising :class:`RetriableException` -- are retried within
+``errors.retry.timeout``. With exactly-once delivery (:mod:`.transactions`) the
+records and their offsets are committed in one Kafka transaction instead.
 """
 
 from __future__ import annotations
@@ -19,13 +27,17 @@ from confluent_kafka import Producer
 from ..connect.assignment import canonical
 from ..connect.errors import ConnectException
 from ..connect.connector import task_partitions
+from ..connect.dead_letters import encode_source_record, raw_data_headers
 from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
 from . import plugins
+from . import transactions
 from .errors import ErrorHandler
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
 from .result import TaskStats
+from .retry import RetryPolicy, is_retriable
+from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
 log = logging.getLogger("airflow_copycat.source")
@@ -35,8 +47,8 @@ class _Context(SourceTaskContext):
     """Routes a task's bad records to the error handler. A tolerated record's offset is
     committed in the order the task reported it among its records (``skipped``)."""
 
-    def __init__(self, config, reader, handler: ErrorHandler):
-        super().__init__(config, reader)
+    def __init__(self, config, reader, handler: ErrorHandler, kafka_client_config):
+        super().__init__(config, reader, kafka_client_config)
         self._handler = handler
         self.skipped: list[tuple[int, Any, Any]] = []  # (sequence, partition, offset)
 
@@ -44,12 +56,19 @@ class _Context(SourceTaskContext):
         self._handler.handle(
             "SOURCE_TASK", error, location=location or f"partition {source_partition} offset {source_offset}",
             value=raw, source_partition=source_partition, source_offset=source_offset,
+            headers=raw_data_headers(self.config.get("topic")),
         )
         self.skipped.append((next_sequence(), source_partition, source_offset))
 
 
 def _overrides(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def _reached(stats: TaskStats, limit: int = 400) -> str:
+    """Where a task's partitions stand, for errors: ``partition -> offset`` reached so far."""
+    text = ", ".join(f"{key} at {json.dumps(e['offset_after'])}" for key, e in stats.partitions.items())
+    return "offsets reached: " + (text if len(text) <= limit else text[:limit] + "...")
 
 
 def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: OffsetStore | None = None) -> dict:
@@ -65,12 +84,23 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
     store = store or offset_store(worker)
     producer: Producer | None = None
     source_task: SourceTask | None = None
+    txn: transactions.SourceTransaction | None = None
+    chain: TransformChain | None = None
+    retry = RetryPolicy.from_config(config)
     try:
         producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
-        producer = Producer(producer_cfg)
+        if transactions.exactly_once(config, worker):
+            tid = transactions.transactional_id(worker, name, stats.task)
+            txn = transactions.SourceTransaction(producer_cfg, tid, store, name)
+            producer = txn.producer
+            # before reading offsets: fences earlier attempts and aborts their open transaction
+            retry.call(txn.start, what=f"registering transactional.id {tid}")
+            stats.transactional_id = tid
+        else:
+            producer = Producer(producer_cfg)
         handler = ErrorHandler(config, stats.task, worker, producer)
-        committed = store.read(name)
-        store.prepare_writes()
+        committed = retry.call(lambda: store.read(name), what=f"reading the offsets of {name} from {store.describe()}")
+        retry.call(store.prepare_writes, what=f"preparing offset writes to {store.describe()}")
         for partition in task_partitions(config):
             stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
         pending: dict[str, tuple[Any, Any]] = {}
@@ -90,13 +120,14 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             pending[key] = (partition, offset)
             return entry
 
-        ctx = _Context(config, SnapshotOffsetReader(committed), handler)
+        ctx = _Context(config, SnapshotOffsetReader(committed), handler, worker.client_config())
         cls = plugins.resolve_connector(str(config["connector.class"]))
         source_task = cls().task_class()()
         source_task.initialize(ctx)
         source_task.start(config)
         key_conv = plugins.make_converter(config, worker.props, True)
         value_conv = plugins.make_converter(config, worker.props, False)
+        chain = build_chain(config)
 
         delivery_errors: list[str] = []
 
@@ -105,6 +136,13 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 delivery_errors.append(f"{msg.topic()}: {err.str()}")
 
         def commit():
+            if txn is not None:  # records, dead letters and offsets commit together or not at all
+                txn.commit(list(pending.values()))
+                if delivery_errors:
+                    raise ConnectException(f"delivery failed: {delivery_errors[0]}")
+                pending.clear()
+                source_task.commit()
+                return
             handler.flush()
             left = producer.flush(120)
             if left or delivery_errors:
@@ -115,13 +153,35 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 pending.clear()
             source_task.commit()
 
+        def dead_letter(stage: str, error: Exception, record, class_name: str = "") -> None:
+            """Hand a record that failed on its way in to the error handler (raises unless tolerated)."""
+            location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
+            key, value, ours = encode_source_record(record)
+            handler.handle(stage, error, location=location, key=key, value=value, headers=list(record.headers) + ours,
+                           source_partition=record.source_partition, source_offset=record.source_offset,
+                           class_name=class_name)
+            stats.errors = handler.count
+            mark(record.source_partition, record.source_offset)
+
+        def poll():
+            try:
+                return source_task.poll()
+            except Exception as e:
+                if not is_retriable(e):
+                    raise
+                return retry.call(source_task.poll, what=f"poll() of connector {name} task {stats.task}",
+                                  where=_reached(stats), failed=e)
+
         admin = admin_client(worker.admin_config())
-        known_topics = existing_topics(admin)
+        known_topics = retry.call(lambda: existing_topics(admin), what="listing topics")
         new_partitions = int(config.get("topic.creation.default.partitions") or 1)
         new_rf = int(config.get("topic.creation.default.replication.factor") or -1)
         max_records = int(config.get("copycat.run.max.records") or -1)
         max_ms = int(config.get("copycat.run.max.ms") or -1)
         flush_every = worker.offset_flush_interval_ms / 1000.0
+        boundary_poll = txn is not None and str(config.get("transaction.boundary") or "poll") == "poll"
+        if txn is not None and config.get("transaction.boundary.interval.ms"):
+            flush_every = int(config["transaction.boundary.interval.ms"]) / 1000.0
         last_commit = started = time.monotonic()
         produced = 0
         topics = stats.topics
@@ -132,7 +192,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             if max_ms >= 0 and (time.monotonic() - started) * 1000 >= max_ms:
                 log.info("connector %s task %s: time budget of %s ms reached", name, stats.task, max_ms)
                 break
-            batch = source_task.poll()
+            batch = poll()
             skipped, ctx.skipped = ctx.skipped, []
             if batch is None:
                 for _, partition, offset in skipped:
@@ -144,18 +204,36 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 while skipped and skipped[0][0] < record.sequence:  # a tolerated record the task skipped before this one
                     _, partition, offset = skipped.pop(0)
                     mark(partition, offset)
+                if chain:
+                    original = record
+                    try:
+                        record = chain.apply(record)
+                    except TransformError as e:
+                        if is_retriable(e):
+                            try:
+                                record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
+                                                    where=json.dumps(original.source_partition), failed=e)
+                            except ConnectException as again:
+                                dead_letter("TRANSFORMATION", again, original, e.class_name)
+                                continue
+                        else:
+                            dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name)
+                            continue
+                    if record is None:  # dropped by a transform: handled, so its offset advances
+                        stats.filtered += 1
+                        mark(original.source_partition, original.source_offset)
+                        continue
                 if record.topic not in known_topics:
                     ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
                 try:
                     key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
-                    value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
                 except Exception as e:  # conversion failure: the handler raises or tolerates
-                    location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
-                    handler.handle("VALUE_CONVERTER", e, location=location, headers=list(record.headers),
-                                   source_partition=record.source_partition, source_offset=record.source_offset,
-                                   value=str(record.value).encode("utf-8", "replace") if record.value is not None else None)
-                    stats.errors = handler.count
-                    mark(record.source_partition, record.source_offset)
+                    dead_letter("KEY_CONVERTER", e, record, type(key_conv).__name__)
+                    continue
+                try:
+                    value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
+                except Exception as e:
+                    dead_letter("VALUE_CONVERTER", e, record, type(value_conv).__name__)
                     continue
                 kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
                 if record.kafka_partition is not None:
@@ -181,7 +259,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 mark(partition, offset)
             stats.errors = handler.count
             stats.dead_lettered = handler.dlq_count
-            if time.monotonic() - last_commit >= flush_every:
+            if (boundary_poll and pending) or time.monotonic() - last_commit >= flush_every:
                 commit()
                 last_commit = time.monotonic()
         commit()
@@ -195,8 +273,14 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 source_task.stop()
             except Exception:  # stop() must not hide the run's outcome
                 log.exception("connector %s task %s: stop() raised", name, stats.task)
-        if producer is not None:
+        if chain is not None:
+            chain.close()
+        if txn is not None:
+            txn.close()  # aborts what a failed run left open
+            stats.transactions = txn.commits
+        elif producer is not None:
             producer.flush(30)
         store.close()
+        stats.retries = retry.retries
         stats.duration_s = None
     return stats.to_dict()

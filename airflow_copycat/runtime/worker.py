@@ -5,8 +5,9 @@ and what every task of a run shares: ``bootstrap.servers`` and the other Kafka
 client keys (``security.protocol``, ``sasl.*``, ``ssl.*``, ``client.id``), the
 default ``key.converter`` / ``value.converter`` (and their ``*.converter.*``
 settings), offset storage (``offset.storage.topic``, or
-``offset.storage.file.filename`` for standalone use), ``offset.flush.interval.ms``
-and per-client overrides (``producer.*``, ``consumer.*``, ``admin.*``).
+``offset.storage.file.filename`` for standalone use), ``offset.flush.interval.ms``,
+``exactly.once.source.support`` (``enabled`` makes every source transactional, see
+:mod:`.transactions`) and per-client overrides (``producer.*``, ``consumer.*``, ``admin.*``).
 
 Environment variables override the file: ``COPYCAT_BOOTSTRAP_SERVERS`` sets
 ``bootstrap.servers`` (upper case, ``.`` -> ``_``; ``__`` -> ``.`` is not needed
@@ -29,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "offset.storage.partitions": 25,
     "offset.storage.replication.factor": -1,
     "offset.flush.interval.ms": 10000,
+    "exactly.once.source.support": "disabled",
 }
 
 _CLIENT_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "reconnect.", "retry.")
@@ -157,6 +159,11 @@ class WorkerConfig:
     @property
     def offset_file(self) -> str | None:
         return self.props.get("offset.storage.file.filename") or None
+
+    @property
+    def exactly_once_source(self) -> bool:
+        """Whether ``exactly.once.source.support=enabled``: every source task writes in transactions."""
+        return str(self.props.get("exactly.once.source.support", "")).lower() == "enabled"
 
     @property
     def offset_flush_interval_ms(self) -> int:

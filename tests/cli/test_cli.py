@@ -391,3 +391,23 @@ def test_spark_submit_failure_fails_the_run_and_shows_its_output(capsys, monkeyp
     assert rc == 1
     assert "FAILED, 0 records" in out and "spark-submit exited with code" in out
     assert "its last lines:" in err and "  | " in err  # the tail of spark-submit's output
+
+
+def test_run_replay_dlq_re_ingests_what_the_connector_dead_lettered(capsys, kafka_bootstrap, worker_file, tmp_path,
+                                                                   unique):
+    # Given a source that dead-lettered two of its six records
+    name = f"mixed-{unique}"
+    config = tmp_path / "mixed.json"
+    config.write_text(json.dumps({"name": name, "connector.class": "tests.runtime.test_dead_letter_replay:MixedSource",
+                                  "topic": name, "errors.tolerance": "all",
+                                  "errors.deadletterqueue.topic.name": f"{name}-dlq"}))
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, config, "--in-process", "--json")
+    assert rc == 0, out + err
+    assert (json.loads(out)["records"], json.loads(out)["dead_lettered"]) == (4, 2)
+    # When its dead-letter queue is replayed
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, config, "--in-process", "--replay-dlq", "--json")
+    # Then the replay connector copied the two records into the connector's topic
+    assert rc == 0, out + err
+    summary = json.loads(out)
+    assert (summary["connector"], summary["records"]) == (f"{name}-dlq-replay", 2)
+    assert topic_values(kafka_bootstrap, name) == [0, 1, 3, 5, "two", "four"]

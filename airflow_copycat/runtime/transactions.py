@@ -1,0 +1,142 @@
+"""Exactly-once source delivery: Kafka Connect's KIP-618 design for one bounded run.
+
+A source task runs transactionally when its connector config says
+``exactly.once.support=required``, or the worker says
+``exactly.once.source.support=enabled`` (then ``requested``, the default, is
+enough). Such a task:
+
+1. builds a transactional producer whose ``transactional.id`` is derived from
+   the connector and the task (:func:`transactional_id`), and calls
+   ``init_transactions()`` *before it reads its offsets*: that fences any
+   earlier attempt of the same task still running (a zombie Spark task, an
+   Airflow retry while the old application lingers) and aborts its open
+   transaction, so the offsets the new attempt reads are final;
+2. writes records, dead-lettered records and the offset records (into the
+   worker's offset topic, in Kafka Connect's format) in one transaction, and
+   commits it at each boundary: after every ``poll()`` batch
+   (``transaction.boundary=poll``) or every ``transaction.boundary.interval.ms``
+   (``interval``), and at the end of the run;
+3. aborts the open transaction when the run fails, so neither its records
+   (for ``read_committed`` consumers) nor its offsets count.
+
+A fenced attempt fails with an error saying so; the attempt that fenced it
+carries on. Connectors promise that re-reading from a committed offset gives
+the same records through :meth:`SourceConnector.exactly_once_support`; with
+``required`` a connector that does not fails at plan time (:func:`check`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from ..connect.config import ConfigProblem
+from ..connect.errors import ConnectException
+from .offsets import KafkaOffsetStore, OffsetStore
+from .worker import WorkerConfig
+
+log = logging.getLogger("airflow_copycat.transactions")
+
+
+def exactly_once(config: Mapping[str, Any], worker: WorkerConfig) -> bool:
+    """Whether source tasks of ``config`` run transactionally."""
+    return str(config.get("exactly.once.support") or "").lower() == "required" or worker.exactly_once_source
+
+
+def transactional_id(worker: WorkerConfig, connector: str, task: int) -> str:
+    """Kafka Connect's ``<group.id>-<connector>-<task>`` (``group.id`` defaults to ``copycat``): every
+    attempt of the same task gets the same id, which is what fences the earlier ones."""
+    return f"{worker.get('group.id') or 'copycat'}-{connector}-{task}"
+
+
+def check(connector, values: Mapping[str, Any], worker: WorkerConfig) -> list[ConfigProblem]:
+    """Plan-time problems of running ``connector`` (started with ``values``) exactly once."""
+    if not exactly_once(values, worker):
+        return []
+    problems = []
+    required = str(values.get("exactly.once.support") or "").lower() == "required"
+    if required and connector.exactly_once_support(dict(values)) is not True:
+        problems.append(ConfigProblem(
+            "exactly.once.support", "required",
+            f"{type(connector).__name__} does not declare exactly-once support (its exactly_once_support() "
+            f"returned {connector.exactly_once_support(dict(values))!r}): re-reading from a committed offset may not "
+            "give the same records. Use exactly.once.support=requested, or a connector that supports it."))
+    if worker.offset_file:
+        problems.append(ConfigProblem(
+            "exactly.once.support", values.get("exactly.once.support"),
+            f"exactly-once delivery commits offsets in the Kafka transaction, but the worker keeps offsets in the file "
+            f"{worker.offset_file}: remove offset.storage.file.filename to use the offset topic"))
+    return problems
+
+
+class SourceTransaction:
+    """A task's transactional producer and the transaction it has open.
+
+    Call :meth:`start` once (fences earlier attempts), then produce through
+    :attr:`producer`; :meth:`commit` writes the offsets and commits;
+    :meth:`abort` gives up the open transaction. A transaction is always open
+    between :meth:`start` and :meth:`close`.
+    """
+
+    def __init__(self, producer_config: Mapping[str, Any], tid: str, store: OffsetStore, connector: str):
+        if not isinstance(store, KafkaOffsetStore):
+            raise ConnectException(f"connector {connector}: exactly-once delivery needs the Kafka offset store, "
+                                   f"not {store.describe()}")
+        cfg = dict(producer_config)
+        cfg.update({"transactional.id": tid, "enable.idempotence": True, "acks": "all"})
+        self.producer = Producer(cfg)
+        self.tid, self.store, self.connector = tid, store, connector
+        self._open = False
+        self.commits = 0
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Register the transactional id, fencing earlier attempts and aborting their open transaction."""
+        try:
+            self.producer.init_transactions(timeout)
+        except KafkaException as e:
+            raise self._error("initializing transactions", e) from e
+        self._begin()
+
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self._open = True
+
+    def commit(self, offsets: list[tuple[Any, Any]], timeout: float = 120.0) -> None:
+        """Produce ``offsets`` into the offset topic and commit them with every record produced
+        since the last commit; then open the next transaction."""
+        try:
+            if offsets:
+                self.store.produce_in(self.producer, self.connector, offsets)
+            self.producer.commit_transaction(timeout)
+        except KafkaException as e:
+            self._open = False
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and err.txn_requires_abort():
+                self.abort()
+            raise self._error("committing a transaction", e) from e
+        self.commits += 1
+        self._begin()
+
+    def abort(self) -> None:
+        """Abort the open transaction (its records are never seen by read_committed consumers)."""
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as e:  # a fenced or fatal producer cannot abort: the broker does on timeout
+            log.warning("transaction %s: abort failed: %s", self.tid, e)
+        self._open = False
+
+    def close(self) -> None:
+        if self._open:
+            self.abort()
+
+    def _error(self, what: str, e: KafkaException) -> ConnectException:
+        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                              KafkaError.INVALID_PRODUCER_EPOCH):
+            return ConnectException(
+                f"connector {self.connector}: this attempt was fenced while {what}: another attempt of the same task "
+                f"started with transactional.id {self.tid}. This attempt's open transaction is aborted and its "
+                f"offsets are not committed; the newer attempt carries on.")
+        return ConnectException(f"connector {self.connector}: {what} (transactional.id {self.tid}) failed: {e}")
