@@ -28,6 +28,7 @@ from .data import Schema
 Headers = tuple  # tuple[tuple[str, bytes | None], ...]
 
 _SEQUENCE = itertools.count()
+_FIELD_NAMES: dict[type, frozenset] = {}
 
 
 def next_sequence() -> int:
@@ -61,8 +62,22 @@ class ConnectRecord:
         object.__setattr__(self, "headers", _freeze_headers(self.headers))
 
     def new_record(self, **changes) -> "ConnectRecord":
-        """Return a copy of this record with the given fields replaced."""
-        return dataclasses.replace(self, **changes)
+        """Return a copy of this record with the given fields replaced (a record of the same
+        class: a SourceRecord keeps its source partition, offset and sequence)."""
+        cls = type(self)
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+        if not names.issuperset(changes):
+            raise TypeError(f"{cls.__name__} has no field(s) {sorted(set(changes) - names)}")
+        if "headers" in changes:
+            changes["headers"] = _freeze_headers(changes["headers"])
+        # what dataclasses.replace does, without re-running __init__ for every transform of every record
+        copy = object.__new__(cls)
+        state = copy.__dict__
+        state.update(self.__dict__)
+        state.update(changes)
+        return copy
 
     def header(self, name: str) -> bytes | None:
         """The last value of header ``name``, or ``None`` if absent."""
