@@ -45,6 +45,7 @@ CONNECTOR_ALIASES: dict[str, str] = {
 _JSON = "airflow_copycat.connect.json_converter:JsonConverter"
 _STRING = "airflow_copycat.connect.converters:StringConverter"
 _BYTES = "airflow_copycat.connect.converters:ByteArrayConverter"
+_AVRO = "airflow_copycat.connect.avro_converter:AvroConverter"
 
 CONVERTER_ALIASES: dict[str, str] = {
     "json": _JSON,
@@ -56,6 +57,9 @@ CONVERTER_ALIASES: dict[str, str] = {
     "bytes": _BYTES,
     "ByteArrayConverter": _BYTES,
     "org.apache.kafka.connect.converters.ByteArrayConverter": _BYTES,
+    "avro": _AVRO,
+    "AvroConverter": _AVRO,
+    "io.confluent.connect.avro.AvroConverter": _AVRO,
 }
 
 

@@ -42,6 +42,7 @@ ASSIGNED_PARTITIONS_KEY = "copycat.assigned.partitions"
 """Sink task config key: JSON list of ``[topic, partition]`` the task owns (set by the planner)."""
 
 _TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+_FAILED = object()  # a record the error handler took
 
 
 def assigned_partitions(config: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -131,6 +132,18 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
             stats.errors = handler.count
             positions[tp] = msg.offset() + 1
 
+        def convert_again(msg, stage: str, conv, data, error: Exception):
+            """After a conversion failed with ``error``: retry it if retriable (a schema registry
+            briefly unreachable); hand what still fails to ``dead_letter`` and return ``_FAILED``."""
+            try:
+                if not is_retriable(error):
+                    raise error
+                return retry.call(lambda: conv.to_connect_data(msg.topic(), data, msg.headers() or []), failed=error,
+                                  what=stage, where=f"topic {msg.topic()} partition {msg.partition()} offset {msg.offset()}")
+            except Exception as final:
+                dead_letter(msg, stage, final, type(conv).__name__)
+                return _FAILED
+
         pending = {tp for tp in assigned}
         if assigned:
             consumer.assign([TopicPartition(t, p, start.get((t, p), OFFSET_BEGINNING)) for t, p in assigned])
@@ -179,14 +192,16 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 headers = msg.headers() or []
                 try:
                     key = key_conv.to_connect_data(tp[0], msg.key(), headers)
-                except Exception as e:
-                    dead_letter(msg, "KEY_CONVERTER", e, type(key_conv).__name__)
-                    continue
+                except Exception as e:  # retried if retriable, else the handler decides
+                    key = convert_again(msg, "KEY_CONVERTER", key_conv, msg.key(), e)
+                    if key is _FAILED:
+                        continue
                 try:
                     value = value_conv.to_connect_data(tp[0], msg.value(), headers)
                 except Exception as e:
-                    dead_letter(msg, "VALUE_CONVERTER", e, type(value_conv).__name__)
-                    continue
+                    value = convert_again(msg, "VALUE_CONVERTER", value_conv, msg.value(), e)
+                    if value is _FAILED:
+                        continue
                 ts_type, ts = msg.timestamp()
                 record = SinkRecord(
                     topic=tp[0], kafka_partition=tp[1], key_schema=key.schema, key=key.value,

@@ -42,6 +42,8 @@ from .worker import WorkerConfig
 
 log = logging.getLogger("airflow_copycat.source")
 
+_FAILED = object()  # a record the error handler took
+
 
 class _Context(SourceTaskContext):
     """Routes a task's bad records to the error handler. A tolerated record's offset is
@@ -163,6 +165,18 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             stats.errors = handler.count
             mark(record.source_partition, record.source_offset)
 
+        def convert_again(stage: str, conv, record, schema, data, error: Exception):
+            """After a conversion failed with ``error``: retry it if retriable (a schema registry
+            briefly unreachable); hand what still fails to :func:`dead_letter` and return ``_FAILED``."""
+            try:
+                if not is_retriable(error):
+                    raise error
+                return retry.call(lambda: conv.from_connect_data(record.topic, schema, data), failed=error,
+                                  what=f"{stage} for topic {record.topic}", where=json.dumps(record.source_partition))
+            except Exception as final:
+                dead_letter(stage, final, record, type(conv).__name__)
+                return _FAILED
+
         def poll():
             try:
                 return source_task.poll()
@@ -227,14 +241,16 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                     ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
                 try:
                     key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
-                except Exception as e:  # conversion failure: the handler raises or tolerates
-                    dead_letter("KEY_CONVERTER", e, record, type(key_conv).__name__)
-                    continue
+                except Exception as e:  # conversion failure: retried if retriable, else the handler decides
+                    key = convert_again("KEY_CONVERTER", key_conv, record, record.key_schema, record.key, e)
+                    if key is _FAILED:
+                        continue
                 try:
                     value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
                 except Exception as e:
-                    dead_letter("VALUE_CONVERTER", e, record, type(value_conv).__name__)
-                    continue
+                    value = convert_again("VALUE_CONVERTER", value_conv, record, record.value_schema, record.value, e)
+                    if value is _FAILED:
+                        continue
                 kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
                 if record.kafka_partition is not None:
                     kwargs["partition"] = record.kafka_partition

@@ -51,7 +51,7 @@ _ENV_KEYS = (
 )
 _SECRET_KEY = re.compile(
     r"password|passwd|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
-    r"|api[._]?key|oauthbearer\.config|store\.options",
+    r"|api[._]?key|oauthbearer\.config|store\.options|user[._]?info",
     re.IGNORECASE,
 )
 

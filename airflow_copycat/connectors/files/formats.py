@@ -24,7 +24,9 @@ Parquet (pyarrow): with a value schema, a struct's fields become columns
 ``timestamp[ms, UTC]``, Decimal → ``decimal128(p, scale)`` with ``p`` from
 the schema parameter ``connect.decimal.precision``, else 38; arrays → lists,
 maps → maps, nested structs → structs) and any other value is one column
-``value``. Without a schema, dict values become columns inferred by pyarrow
+``value``. A struct schema is also stored, as Avro JSON (Confluent's mapping), in the
+file's key-value metadata under ``parquet.avro.schema``, as Confluent's Parquet
+writer does. Without a schema, dict values become columns inferred by pyarrow
 over every record of the file (missing keys are null) and other values one
 inferred column ``value``.
 """
@@ -119,9 +121,29 @@ class ParquetFormat(RecordFormat):
         import pyarrow.parquet as pq
 
         table = to_arrow_table(rows)
+        avro = _parquet_avro_schema(rows[0][0]) if rows else None
+        if avro is not None:
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"parquet.avro.schema": avro})
         buf = io.BytesIO()
         pq.write_table(table, buf, compression=self.compression)
         return buf.getvalue()
+
+
+def _parquet_avro_schema(schema: Schema | None) -> bytes | None:
+    """The Avro schema (JSON, UTF-8) of a struct value schema, as Confluent's Parquet writer stores it
+    under ``parquet.avro.schema``; ``None`` without a struct schema or when it has no Avro form."""
+    if schema is None or schema.type is not Type.STRUCT:
+        return None
+
+    def compute(s: Schema) -> bytes | None:
+        from ...connect.avro_data import AvroData, schema_json
+
+        try:
+            return schema_json(AvroData(cache_size=0).from_connect_schema(s)).encode("utf-8")
+        except DataException:
+            return None
+
+    return schema._memoized("parquet.avro.schema", compute)
 
 
 def build_format(format_class: str, codec: str = "snappy", compression: str = "none", level: int = -1) -> RecordFormat:
