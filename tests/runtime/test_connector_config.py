@@ -89,10 +89,13 @@ def test_loads_kafka_connect_json_properties_and_yaml(tmp_path):
 
 
 def test_redaction_and_restore():
-    raw = {"name": "x", "connection.password": "hunter2", "topic": "t"}
+    raw = {"name": "x", "connection.password": "hunter2", "topic": "t",
+           "value.converter.basic.auth.user.info": "sr-user:sr-secret",
+           "value.converter.schema.registry.url": "http://sr-user:sr-secret@registry:8081"}
     secrets = connector_config.secret_keys(raw, None)
     hidden = connector_config.redact(raw, secrets)
     assert hidden["connection.password"] == "[hidden]" and hidden["topic"] == "t"
+    assert "sr-secret" not in json.dumps(hidden)
     assert connector_config.restore_secrets(hidden, raw) == raw
 
 
