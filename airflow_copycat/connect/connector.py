@@ -105,10 +105,14 @@ class SourceConnector(Connector):
     """Set by the framework before :meth:`task_configs` when re-planning: the
     partitions each task had in the last plan."""
 
+    reads_kafka: ClassVar[bool] = False
+    """A source that reads Kafka itself (the dead-letter replay) sets this; only then does the
+    framework hand it and its tasks the worker's Kafka client settings."""
+
     kafka_client_config: dict[str, Any] | None = None
-    """Set by the framework before :meth:`start`: the worker's Kafka client settings
-    (``bootstrap.servers``, security), for the rare source that reads Kafka itself (the
-    dead-letter replay). Holds secrets: never log it or put it in task configs."""
+    """Set by the framework before :meth:`start` when :attr:`reads_kafka`: the worker's Kafka
+    client settings (``bootstrap.servers``, security). Holds secrets: never log it or put it
+    in task configs."""
 
     def exactly_once_support(self, config: dict[str, Any]) -> bool | None:
         """Whether this connector's tasks can deliver exactly once with ``config`` (Kafka Connect's

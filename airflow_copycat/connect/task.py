@@ -49,8 +49,8 @@ class SourceTaskContext:
         self.config = dict(config)
         self.offset_storage_reader = offset_storage_reader
         self.kafka_client_config = dict(kafka_client_config or {})
-        """The worker's Kafka client settings (bootstrap, security) for tasks that read Kafka
-        themselves; empty when the runtime has none. Holds secrets: never log it."""
+        """The worker's Kafka client settings (bootstrap, security) for tasks of connectors that
+        set ``reads_kafka``; empty otherwise. Holds secrets: never log it."""
 
     def report_error(
         self,
@@ -106,6 +106,23 @@ class SinkTaskContext:
         r, self._rewinds = self._rewinds, {}
         return r
 
+    def report_error(self, record, error: Exception) -> None:
+        """Hand the framework a record of the batch given to ``put`` that the destination
+        refused (a constraint violated, a value too large) instead of failing the whole
+        batch -- Kafka Connect's errant record reporter (KIP-610). Call it from ``put``
+        and do not write the record.
+
+        The default (``errors.tolerance=none``) raises :class:`ConnectException` naming
+        the record's topic, partition and offset, which fails the task. A runtime
+        implementing ``errors.tolerance=all`` overrides this to log and dead-letter the
+        record (its original Kafka bytes, stage ``TASK_PUT``) and return; the record's
+        offset then counts as handled when the task commits.
+        """
+        raise ConnectException(
+            f"topic {record.topic} partition {record.kafka_partition} offset {record.kafka_offset}: {error} "
+            "(set errors.tolerance=all to dead-letter such records instead of failing)"
+        ) from error
+
 
 class Task:
     """Base of source and sink tasks."""
@@ -140,16 +157,20 @@ class SourceTask(Task):
         self.context = context
 
     def poll(self) -> list[SourceRecord] | None:
+        """The next records (see the class docstring). Called in a loop on one thread.
+
+        Raise :class:`~airflow_copycat.connect.errors.RetriableException` for a failure
+        that may pass (a connection dropped) *only if this call returned nothing and
+        the task's position is where it was before the call*: the framework calls
+        ``poll()`` again after a back-off (within ``errors.retry.timeout``) and expects
+        the records from that position. Any other exception fails the task; offsets
+        stay at the last record Kafka acknowledged.
+        """
         raise NotImplementedError
 
     def commit(self) -> None:
         """Called after offsets up to the last acknowledged record were committed.
         A task that acknowledges reads upstream (e.g. a queue) does it here."""
-
-    def commit_record(self, record: SourceRecord, metadata: dict | None) -> None:
-        """Called for each record once Kafka acknowledged it; ``metadata`` holds
-        ``topic``, ``partition`` and ``offset`` of the written record, or is ``None``
-        if a transform dropped the record."""
 
 
 class SinkTask(Task):

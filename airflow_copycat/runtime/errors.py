@@ -107,10 +107,7 @@ class ErrorHandler:
                 ctx[H_SOURCE_PARTITION] = json.dumps(source_partition, separators=(",", ":"))
                 ctx[H_SOURCE_OFFSET] = json.dumps(source_offset, separators=(",", ":"))
             hdrs += [(k, v.encode("utf-8")) for k, v in ctx.items()]
-        if not self._dlq_ready:
-            ensure_topic(admin_client(self.worker.admin_config()), self.dlq_topic,
-                         partitions=1, replication_factor=self.dlq_replication_factor)
-            self._dlq_ready = True
+        self.prepare()
         if self._producer is None:
             self._producer = Producer(self.worker.producer_config())
 
@@ -121,6 +118,14 @@ class ErrorHandler:
         self._producer.produce(self.dlq_topic, key=key, value=value, headers=hdrs, on_delivery=on_delivery)
         self._producer.poll(0)
         self.dlq_count += 1
+
+    def prepare(self) -> None:
+        """Create the dead-letter topic if one is configured and missing. Called when a task starts
+        (under its retry policy), so a broker blip later does not hit the first dead letter."""
+        if self.tolerate and self.dlq_topic and not self._dlq_ready:
+            ensure_topic(admin_client(self.worker.admin_config()), self.dlq_topic,
+                         partitions=1, replication_factor=self.dlq_replication_factor)
+            self._dlq_ready = True
 
     def flush(self) -> None:
         """Wait until every dead-lettered record is acknowledged; raise if one was not.

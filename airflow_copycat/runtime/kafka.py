@@ -18,6 +18,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ..connect.errors import ConnectException, RetriableException
 
 
+def _list_error(e: KafkaException) -> ConnectException:
+    """A failed metadata request: retriable when the broker is out of reach, not when it refused us."""
+    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+    if err is not None and (err.fatal() or err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                                                          KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                          KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError._SSL)):
+        return ConnectException(f"cannot list topics: {e}")
+    return RetriableException(f"cannot list topics: {e}")
+
+
 def admin_client(config: dict) -> AdminClient:
     return AdminClient(dict(config))
 
@@ -31,7 +41,7 @@ def existing_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, int]
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as e:
-        raise RetriableException(f"cannot list topics: {e}") from e
+        raise _list_error(e) from e
     return {name: len(t.partitions) for name, t in md.topics.items() if not t.error}
 
 
@@ -75,7 +85,7 @@ def topic_partition_count(admin: AdminClient, name: str, timeout: float = 15.0) 
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as e:
-        raise RetriableException(f"cannot list topics: {e}") from e
+        raise _list_error(e) from e
     t = md.topics.get(name)
     if t is None:
         return 0

@@ -157,7 +157,9 @@ class KafkaOffsetStore(OffsetStore):
         treating it as empty would restart every source from the beginning."""
         admin = admin_client(self.worker.admin_config())
         n = topic_partition_count(admin, self.topic)
-        consumer = Consumer(self.worker.consumer_config(f"copycat-offset-reader-{uuid.uuid4().hex[:8]}"))
+        # read_committed whatever consumer.* says: offsets of aborted transactions must not count
+        consumer = Consumer(self.worker.consumer_config(f"copycat-offset-reader-{uuid.uuid4().hex[:8]}",
+                                                        {"isolation.level": "read_committed"}))
         out: dict[str, Offsets] = {}
         try:
             tps = [TopicPartition(self.topic, p, 0) for p in range(n)]

@@ -61,7 +61,8 @@ def make_plan(
     secrets = connector_config.secret_keys(raw, cls)
     _check_clients(values, worker, issubclass(cls, SinkConnector))
     connector = cls()
-    connector.kafka_client_config = worker.client_config()
+    if getattr(cls, "reads_kafka", False):
+        connector.kafka_client_config = worker.client_config()
     connector.start(values)
     try:
         if not issubclass(cls, SinkConnector):
@@ -139,6 +140,12 @@ def _plan_source(connector, values, worker, tasks_max, previous, store):
     connector.previous_assignment = _previous_assignment(previous)
     partitions = connector.partitions() or []
     task_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
+    before = len(connector.previous_assignment or [])
+    if before > len(task_cfgs) and transactions.exactly_once(values, worker):
+        prefix = "producer.override."
+        transactions.fence(worker.producer_config({k[len(prefix):]: v for k, v in values.items()
+                                                   if k.startswith(prefix)}),
+                           worker, values["name"], range(len(task_cfgs), before))
     committed = (store or offset_store(worker)).read(values["name"])
     offsets = [{"partition": e["partition"], "offset": e["offset"]} for _, e in sorted(committed.items())]
     return partitions, task_cfgs, offsets

@@ -37,12 +37,23 @@ _TRANSIENT_KAFKA = {
 }
 
 
+class RetriesExhausted(ConnectException):
+    """A retriable failure outlasted ``errors.retry.timeout``: not to be retried again."""
+
+
 def is_retriable(error: BaseException) -> bool:
-    """Whether ``error`` may go away if the same call is made again later."""
+    """Whether ``error`` may go away if the same call is made again later.
+
+    Never for :class:`RetriesExhausted` or a record the error handler refused (``RecordFailed``,
+    whatever caused it), nor for fatal Kafka errors (fenced, authentication)."""
+    if isinstance(error, RetriesExhausted) or type(error).__name__ == "RecordFailed":
+        return False
     if isinstance(error, RetriableException | ConnectionError | TimeoutError):
         return True
     if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
         err = error.args[0]
+        if err.fatal() or err.txn_requires_abort():
+            return False
         return bool(err.retriable()) or err.code() in _TRANSIENT_KAFKA
     cause = error.__cause__
     return cause is not None and cause is not error and isinstance(error, ConnectException) and is_retriable(cause)
@@ -53,13 +64,15 @@ class RetryPolicy:
 
     ``timeout_ms``: total time to keep retrying (0: never retry, negative: forever).
     ``delay_max_ms``: the longest wait between attempts (first wait 300 ms, doubling).
-    ``sleep`` is :func:`time.sleep` except in tests that cannot wait.
+    ``sleep`` and ``clock`` are :func:`time.sleep` and :func:`time.monotonic` except in tests
+    that cannot wait.
     """
 
-    def __init__(self, timeout_ms: int, delay_max_ms: int = 60000, *, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, timeout_ms: int, delay_max_ms: int = 60000, *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
         self.timeout_ms = int(timeout_ms)
         self.delay_max = max(int(delay_max_ms), 1) / 1000.0
-        self.sleep = sleep
+        self.sleep, self.clock = sleep, clock
         self.retries = 0
 
     @classmethod
@@ -75,7 +88,7 @@ class RetryPolicy:
         ends the retries, which chains the last failure. ``failed``: the caller already
         made the first attempt, which raised this (the hot path tries without the policy).
         """
-        started = time.monotonic()
+        started = self.clock()
         delay = 0.3
         attempt = 0
         while True:
@@ -88,12 +101,12 @@ class RetryPolicy:
                 if not is_retriable(e):
                     raise
                 attempt += 1
-                waited = time.monotonic() - started
+                waited = self.clock() - started
                 budget = self.timeout_ms / 1000.0
                 if self.timeout_ms == 0 or (self.timeout_ms > 0 and waited + delay > budget):
                     at = f" ({where})" if where else ""
                     tried = f"after {attempt} attempt(s) over {waited:.1f}s" if attempt > 1 else "on the first attempt"
-                    raise ConnectException(
+                    raise RetriesExhausted(
                         f"{what}{at} failed {tried}: {type(e).__name__}: {e}. It is retriable: raise "
                         f"errors.retry.timeout (now {self.timeout_ms} ms) to keep trying longer."
                     ) from e

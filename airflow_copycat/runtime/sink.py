@@ -54,14 +54,14 @@ def consumer_group(connector: str) -> str:
     return f"connect-{connector}"
 
 
-def _put(sink_task: SinkTask, batch: list[SinkRecord], retry_timeout: float, name: str, task_id: int) -> None:
+def _put(sink_task: SinkTask, batch: list[SinkRecord], retry_timeout: float, name: str, task_id: int) -> int:
     """``put`` the batch; on :class:`RetriableException` give the same batch again after a
-    growing back-off, for up to ``retry_timeout`` seconds, then fail."""
-    deadline, delay = time.monotonic() + retry_timeout, 0.5
+    growing back-off, for up to ``retry_timeout`` seconds, then fail. Returns the retries made."""
+    deadline, delay, retries = time.monotonic() + retry_timeout, 0.5, 0
     while True:
         try:
             sink_task.put(batch)
-            return
+            return retries
         except RetriableException as e:
             if time.monotonic() + delay > deadline:
                 first = batch[0]
@@ -72,6 +72,22 @@ def _put(sink_task: SinkTask, batch: list[SinkRecord], retry_timeout: float, nam
             log.warning("connector %s task %s: put() failed (%s); retrying in %.1fs", name, task_id, e, delay)
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
+            retries += 1
+
+
+class _Context(SinkTaskContext):
+    """Routes records ``put`` refused (:meth:`report_error`) to the error handler, with the
+    bytes they had in Kafka (``batch``: the messages of the batch being put)."""
+
+    handler: ErrorHandler
+    batch: dict[tuple[str, int, int], Any] = {}
+
+    def report_error(self, record, error):
+        msg = self.batch.get((record.topic, record.kafka_partition, record.kafka_offset))
+        self.handler.handle("TASK_PUT", error, location=f"topic {record.topic} partition {record.kafka_partition} "
+                            f"offset {record.kafka_offset}", key=msg.key() if msg else None,
+                            value=msg.value() if msg else None, headers=(msg.headers() or []) if msg else list(record.headers),
+                            kafka=(record.topic, record.kafka_partition, record.kafka_offset))
 
 
 def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
@@ -85,14 +101,17 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
     sink_task: SinkTask | None = None
     chain: TransformChain | None = None
     retry = RetryPolicy.from_config(config)
+    put_retries = 0
     opened = False
     try:
         consumer_overrides = {k[len("consumer.override."):]: v for k, v in config.items() if k.startswith("consumer.override.")}
         consumer = Consumer(worker.consumer_config(consumer_group(name), consumer_overrides))
         handler = ErrorHandler(config, stats.task, worker)
+        retry.call(handler.prepare, what=f"creating dead-letter topic {handler.dlq_topic}")
         cls = plugins.resolve_connector(str(config["connector.class"]))
         sink_task = cls().task_class()()
-        ctx = SinkTaskContext(config, assigned)
+        ctx = _Context(config, assigned)
+        ctx.handler = handler
         sink_task.initialize(ctx)
         sink_task.start(config)
         sink_task.open(assigned)
@@ -123,10 +142,11 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 consumer.commit(offsets=[TopicPartition(t, p, off) for (t, p), off in safe.items()], asynchronous=False)
                 committed.update(safe)
 
-        def dead_letter(msg, stage: str, error: Exception, class_name: str = "") -> None:
+        def dead_letter(msg, stage: str, error: Exception, class_name: str = "", transform: str = "") -> None:
             """Hand a record that failed on its way out to the error handler (raises unless tolerated)."""
             tp = (msg.topic(), msg.partition())
-            handler.handle(stage, error, location=f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}",
+            where = f" in transform {transform!r} ({class_name})" if transform else ""
+            handler.handle(stage, error, location=f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}{where}",
                            key=msg.key(), value=msg.value(), headers=msg.headers() or [],
                            kafka=(tp[0], tp[1], msg.offset()), class_name=class_name)
             stats.errors = handler.count
@@ -165,6 +185,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                     f"copycat.eof.timeout.ms={int(stall_timeout * 1000)}: is the broker reachable?"
                 )
             batch: list[SinkRecord] = []
+            raw: dict[tuple[str, int, int], Any] = {}  # the batch's messages, for records put() refuses
             messages = consumer.consume(num_messages=500, timeout=0.1)
             if messages:
                 last_progress = time.monotonic()
@@ -213,7 +234,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                         record = chain.apply(record)
                     except TransformError as e:
                         if not is_retriable(e):
-                            dead_letter(msg, "TRANSFORMATION", e.__cause__ or e, e.class_name)
+                            dead_letter(msg, "TRANSFORMATION", e.__cause__ or e, e.class_name, e.transform_alias)
                             continue
                         original = record
                         try:
@@ -221,19 +242,23 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                                                 where=f"topic {tp[0]} partition {tp[1]} offset {msg.offset()}",
                                                 failed=e)
                         except ConnectException as again:
-                            dead_letter(msg, "TRANSFORMATION", again, e.class_name)
+                            dead_letter(msg, "TRANSFORMATION", again, e.class_name, e.transform_alias)
                             continue
                     if record is None:  # dropped by a transform: handled, its offset advances
                         stats.filtered += 1
                         positions[tp] = msg.offset() + 1
                         continue
                 batch.append(record)
+                raw[(tp[0], tp[1], msg.offset())] = msg
                 positions[tp] = msg.offset() + 1
                 entry["records"] += 1
                 entry["bytes"] += len(msg.value() or b"") + len(msg.key() or b"")
                 seen += 1
             if batch:
-                _put(sink_task, batch, retry_timeout, name, stats.task)
+                ctx.batch = raw
+                put_retries += _put(sink_task, batch, retry_timeout, name, stats.task)
+                ctx.batch = {}
+                stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
             rewinds = ctx.take_rewinds()
             for tp, off in rewinds.items():
                 consumer.seek(TopicPartition(tp[0], tp[1], off))
@@ -259,7 +284,7 @@ def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
                 log.exception("connector %s task %s: close/stop raised", name, stats.task)
         if chain is not None:
             chain.close()
-        stats.retries = retry.retries
+        stats.retries = retry.retries + put_retries
         if consumer is not None:
             consumer.close()
     return stats.to_dict()

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any, Mapping
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..connect.assignment import canonical
 from ..connect.errors import ConnectException
@@ -56,7 +56,7 @@ class _Context(SourceTaskContext):
 
     def report_error(self, error, *, source_partition, source_offset, raw=None, location=""):
         self._handler.handle(
-            "SOURCE_TASK", error, location=location or f"partition {source_partition} offset {source_offset}",
+            "TASK_POLL", error, location=location or f"partition {source_partition} offset {source_offset}",
             value=raw, source_partition=source_partition, source_offset=source_offset,
             headers=raw_data_headers(self.config.get("topic")),
         )
@@ -65,6 +65,13 @@ class _Context(SourceTaskContext):
 
 def _overrides(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def _transaction_interval_ms(config: Mapping[str, Any], worker: WorkerConfig) -> int | None:
+    """How long a transaction stays open at most between commits (``interval`` boundary), or ``None``."""
+    if str(config.get("transaction.boundary") or "poll") != "interval":
+        return None
+    return int(config.get("transaction.boundary.interval.ms") or worker.offset_flush_interval_ms)
 
 
 def _reached(stats: TaskStats, limit: int = 400) -> str:
@@ -93,7 +100,8 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
         if transactions.exactly_once(config, worker):
             tid = transactions.transactional_id(worker, name, stats.task)
-            txn = transactions.SourceTransaction(producer_cfg, tid, store, name)
+            txn = transactions.SourceTransaction(producer_cfg, tid, store, name,
+                                                 interval_ms=_transaction_interval_ms(config, worker))
             producer = txn.producer
             # before reading offsets: fences earlier attempts and aborts their open transaction
             retry.call(txn.start, what=f"registering transactional.id {tid}")
@@ -101,6 +109,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         else:
             producer = Producer(producer_cfg)
         handler = ErrorHandler(config, stats.task, worker, producer)
+        retry.call(handler.prepare, what=f"creating dead-letter topic {handler.dlq_topic}")
         committed = retry.call(lambda: store.read(name), what=f"reading the offsets of {name} from {store.describe()}")
         retry.call(store.prepare_writes, what=f"preparing offset writes to {store.describe()}")
         for partition in task_partitions(config):
@@ -122,8 +131,9 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             pending[key] = (partition, offset)
             return entry
 
-        ctx = _Context(config, SnapshotOffsetReader(committed), handler, worker.client_config())
         cls = plugins.resolve_connector(str(config["connector.class"]))
+        ctx = _Context(config, SnapshotOffsetReader(committed), handler,
+                       worker.client_config() if getattr(cls, "reads_kafka", False) else None)
         source_task = cls().task_class()()
         source_task.initialize(ctx)
         source_task.start(config)
@@ -137,11 +147,16 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             if err is not None:
                 delivery_errors.append(f"{msg.topic()}: {err.str()}")
 
+        committed_at = [0, 0]  # records produced and dead-lettered when the last transaction committed
+
         def commit():
             if txn is not None:  # records, dead letters and offsets commit together or not at all
-                txn.commit(list(pending.values()))
                 if delivery_errors:
-                    raise ConnectException(f"delivery failed: {delivery_errors[0]}")
+                    raise ConnectException(f"delivery failed: {delivery_errors[0]}; the transaction is aborted")
+                if not pending and committed_at == [produced, handler.dlq_count]:
+                    return  # nothing since the last commit: no empty transaction
+                txn.commit(list(pending.values()))
+                committed_at[:] = [produced, handler.dlq_count]
                 pending.clear()
                 source_task.commit()
                 return
@@ -155,9 +170,11 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 pending.clear()
             source_task.commit()
 
-        def dead_letter(stage: str, error: Exception, record, class_name: str = "") -> None:
+        def dead_letter(stage: str, error: Exception, record, class_name: str = "", transform: str = "") -> None:
             """Hand a record that failed on its way in to the error handler (raises unless tolerated)."""
             location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
+            if transform:
+                location += f" in transform {transform!r} ({class_name})"
             key, value, ours = encode_source_record(record)
             handler.handle(stage, error, location=location, key=key, value=value, headers=list(record.headers) + ours,
                            source_partition=record.source_partition, source_offset=record.source_offset,
@@ -165,16 +182,17 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             stats.errors = handler.count
             mark(record.source_partition, record.source_offset)
 
-        def convert_again(stage: str, conv, record, schema, data, error: Exception):
-            """After a conversion failed with ``error``: retry it if retriable (a schema registry
-            briefly unreachable); hand what still fails to :func:`dead_letter` and return ``_FAILED``."""
+        def convert_again(stage: str, conv, record, original, schema, data, error: Exception):
+            """After a conversion of ``record`` failed with ``error``: retry it if retriable (a schema
+            registry briefly unreachable); hand what still fails to :func:`dead_letter` (``original``,
+            the record before transforms) and return ``_FAILED``."""
             try:
                 if not is_retriable(error):
                     raise error
                 return retry.call(lambda: conv.from_connect_data(record.topic, schema, data), failed=error,
                                   what=f"{stage} for topic {record.topic}", where=json.dumps(record.source_partition))
             except Exception as final:
-                dead_letter(stage, final, record, type(conv).__name__)
+                dead_letter(stage, final, original, type(conv).__name__)
                 return _FAILED
 
         def poll():
@@ -194,7 +212,7 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         max_ms = int(config.get("copycat.run.max.ms") or -1)
         flush_every = worker.offset_flush_interval_ms / 1000.0
         boundary_poll = txn is not None and str(config.get("transaction.boundary") or "poll") == "poll"
-        if txn is not None and config.get("transaction.boundary.interval.ms"):
+        if txn is not None and not boundary_poll and config.get("transaction.boundary.interval.ms"):
             flush_every = int(config["transaction.boundary.interval.ms"]) / 1000.0
         last_commit = started = time.monotonic()
         produced = 0
@@ -218,8 +236,8 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 while skipped and skipped[0][0] < record.sequence:  # a tolerated record the task skipped before this one
                     _, partition, offset = skipped.pop(0)
                     mark(partition, offset)
+                original = record  # what the connector made: what a dead letter keeps, for a replay to rebuild
                 if chain:
-                    original = record
                     try:
                         record = chain.apply(record)
                     except TransformError as e:
@@ -228,10 +246,10 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                                 record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
                                                     where=json.dumps(original.source_partition), failed=e)
                             except ConnectException as again:
-                                dead_letter("TRANSFORMATION", again, original, e.class_name)
+                                dead_letter("TRANSFORMATION", again, original, e.class_name, e.transform_alias)
                                 continue
                         else:
-                            dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name)
+                            dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name, e.transform_alias)
                             continue
                     if record is None:  # dropped by a transform: handled, so its offset advances
                         stats.filtered += 1
@@ -242,13 +260,14 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 try:
                     key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
                 except Exception as e:  # conversion failure: retried if retriable, else the handler decides
-                    key = convert_again("KEY_CONVERTER", key_conv, record, record.key_schema, record.key, e)
+                    key = convert_again("KEY_CONVERTER", key_conv, record, original, record.key_schema, record.key, e)
                     if key is _FAILED:
                         continue
                 try:
                     value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
                 except Exception as e:
-                    value = convert_again("VALUE_CONVERTER", value_conv, record, record.value_schema, record.value, e)
+                    value = convert_again("VALUE_CONVERTER", value_conv, record, original, record.value_schema,
+                                          record.value, e)
                     if value is _FAILED:
                         continue
                 kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
@@ -258,12 +277,22 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                     kwargs["timestamp"] = record.timestamp
                 if record.headers:
                     kwargs["headers"] = list(record.headers)
+                refused = None
                 while True:
                     try:
                         producer.produce(record.topic, **kwargs)
                         break
                     except BufferError:
                         producer.poll(0.5)
+                    except KafkaException as e:  # refused before it was queued (too large, no such partition)
+                        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                        if err is None or err.fatal() or err.txn_requires_abort():  # fenced, or the producer is gone
+                            raise txn.error("producing", e) if txn is not None else e
+                        refused = e
+                        break
+                if refused is not None:
+                    dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
+                    continue
                 producer.poll(0)
                 produced += 1
                 entry = mark(record.source_partition, record.source_offset)

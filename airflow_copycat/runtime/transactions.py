@@ -20,7 +20,8 @@ enough). Such a task:
    (for ``read_committed`` consumers) nor its offsets count.
 
 A fenced attempt fails with an error saying so; the attempt that fenced it
-carries on. Connectors promise that re-reading from a committed offset gives
+carries on. When a re-plan has fewer tasks than the previous plan, the planner
+fences the task ids that no longer exist (:func:`fence`). Connectors promise that re-reading from a committed offset gives
 the same records through :meth:`SourceConnector.exactly_once_support`; with
 ``required`` a connector that does not fails at plan time (:func:`check`).
 """
@@ -57,11 +58,12 @@ def check(connector, values: Mapping[str, Any], worker: WorkerConfig) -> list[Co
         return []
     problems = []
     required = str(values.get("exactly.once.support") or "").lower() == "required"
-    if required and connector.exactly_once_support(dict(values)) is not True:
+    support = connector.exactly_once_support(dict(values)) if required else True
+    if support is not True:
         problems.append(ConfigProblem(
             "exactly.once.support", "required",
             f"{type(connector).__name__} does not declare exactly-once support (its exactly_once_support() "
-            f"returned {connector.exactly_once_support(dict(values))!r}): re-reading from a committed offset may not "
+            f"returned {support!r}): re-reading from a committed offset may not "
             "give the same records. Use exactly.once.support=requested, or a connector that supports it."))
     if worker.offset_file:
         problems.append(ConfigProblem(
@@ -69,6 +71,26 @@ def check(connector, values: Mapping[str, Any], worker: WorkerConfig) -> list[Co
             f"exactly-once delivery commits offsets in the Kafka transaction, but the worker keeps offsets in the file "
             f"{worker.offset_file}: remove offset.storage.file.filename to use the offset topic"))
     return problems
+
+
+def fence(producer_config: Mapping[str, Any], worker: WorkerConfig, connector: str, tasks: range) -> None:
+    """Fence every attempt of the given task ids still running: ``init_transactions`` under each
+    of their transactional ids aborts their open transaction and makes their next write fail.
+
+    Called when a re-plan has fewer tasks than the previous plan: a task id that no longer
+    exists is never started again, so nothing else would fence a zombie of it."""
+    for task in tasks:
+        cfg = dict(producer_config, **{"transactional.id": transactional_id(worker, connector, task)})
+        producer = Producer(cfg)
+        try:
+            producer.init_transactions(60)
+        except KafkaException as e:
+            raise ConnectException(f"connector {connector}: could not fence earlier attempts of task {task} "
+                                   f"(transactional.id {cfg['transactional.id']}): {e}") from e
+        finally:
+            producer.flush(0)
+        log.info("connector %s: fenced transactional.id %s (a task of the previous plan)", connector,
+                 cfg["transactional.id"])
 
 
 class SourceTransaction:
@@ -80,12 +102,17 @@ class SourceTransaction:
     between :meth:`start` and :meth:`close`.
     """
 
-    def __init__(self, producer_config: Mapping[str, Any], tid: str, store: OffsetStore, connector: str):
+    def __init__(self, producer_config: Mapping[str, Any], tid: str, store: OffsetStore, connector: str, *,
+                 interval_ms: int | None = None):
+        """``interval_ms``: the longest a transaction stays open (``transaction.boundary=interval``);
+        ``transaction.timeout.ms`` is raised above it, or the broker would abort it first."""
         if not isinstance(store, KafkaOffsetStore):
             raise ConnectException(f"connector {connector}: exactly-once delivery needs the Kafka offset store, "
                                    f"not {store.describe()}")
         cfg = dict(producer_config)
         cfg.update({"transactional.id": tid, "enable.idempotence": True, "acks": "all"})
+        if interval_ms is not None:
+            cfg["transaction.timeout.ms"] = max(int(cfg.get("transaction.timeout.ms") or 60000), interval_ms + 60000)
         self.producer = Producer(cfg)
         self.tid, self.store, self.connector = tid, store, connector
         self._open = False
@@ -96,7 +123,7 @@ class SourceTransaction:
         try:
             self.producer.init_transactions(timeout)
         except KafkaException as e:
-            raise self._error("initializing transactions", e) from e
+            raise self.error("initializing transactions", e) from e
         self._begin()
 
     def _begin(self) -> None:
@@ -109,13 +136,21 @@ class SourceTransaction:
         try:
             if offsets:
                 self.store.produce_in(self.producer, self.connector, offsets)
-            self.producer.commit_transaction(timeout)
+            for attempt in range(5):
+                try:
+                    self.producer.commit_transaction(timeout)
+                    break
+                except KafkaException as e:  # librdkafka allows calling commit again after a retriable error
+                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                    if err is None or not err.retriable() or attempt == 4:
+                        raise
+                    log.warning("transaction %s: commit failed (%s); committing again", self.tid, err.str())
         except KafkaException as e:
-            self._open = False
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
             if err is not None and err.txn_requires_abort():
                 self.abort()
-            raise self._error("committing a transaction", e) from e
+            self._open = False
+            raise self.error("committing a transaction", e) from e
         self.commits += 1
         self._begin()
 
@@ -131,12 +166,17 @@ class SourceTransaction:
         if self._open:
             self.abort()
 
-    def _error(self, what: str, e: KafkaException) -> ConnectException:
+    def error(self, what: str, e: KafkaException) -> ConnectException:
+        """The error that ends the task after ``e`` while ``what``, saying when it means fencing."""
         err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-        if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                              KafkaError.INVALID_PRODUCER_EPOCH):
+        if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             return ConnectException(
                 f"connector {self.connector}: this attempt was fenced while {what}: another attempt of the same task "
                 f"started with transactional.id {self.tid}. This attempt's open transaction is aborted and its "
                 f"offsets are not committed; the newer attempt carries on.")
+        if err is not None and err.code() == KafkaError.INVALID_PRODUCER_EPOCH:
+            return ConnectException(
+                f"connector {self.connector}: the transaction of {self.tid} was aborted by the broker while {what}: "
+                f"another attempt of the task started, or the transaction stayed open longer than "
+                f"transaction.timeout.ms. Its records and offsets do not count; the next run redoes them.")
         return ConnectException(f"connector {self.connector}: {what} (transactional.id {self.tid}) failed: {e}")

@@ -397,17 +397,19 @@ def test_run_replay_dlq_re_ingests_what_the_connector_dead_lettered(capsys, kafk
                                                                    unique):
     # Given a source that dead-lettered two of its six records
     name = f"mixed-{unique}"
+    original = {"name": name, "connector.class": "tests.runtime.test_dead_letter_replay:MixedSource", "topic": name,
+                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{name}-dlq"}
     config = tmp_path / "mixed.json"
-    config.write_text(json.dumps({"name": name, "connector.class": "tests.runtime.test_dead_letter_replay:MixedSource",
-                                  "topic": name, "errors.tolerance": "all",
-                                  "errors.deadletterqueue.topic.name": f"{name}-dlq"}))
+    config.write_text(json.dumps(original))
     rc, out, err = run_cli(capsys, "run", "-w", worker_file, config, "--in-process", "--json")
     assert rc == 0, out + err
     assert (json.loads(out)["records"], json.loads(out)["dead_lettered"]) == (4, 2)
-    # When its dead-letter queue is replayed
+    # When its config is fixed (digits in strings become the int32 the schema wants) and its DLQ is replayed
+    config.write_text(json.dumps(dict(original, **{"transforms": "toInt", "transforms.toInt.type": "Cast$Value",
+                                                   "transforms.toInt.spec": "int32"})))
     rc, out, err = run_cli(capsys, "run", "-w", worker_file, config, "--in-process", "--replay-dlq", "--json")
     # Then the replay connector copied the two records into the connector's topic
     assert rc == 0, out + err
     summary = json.loads(out)
     assert (summary["connector"], summary["records"]) == (f"{name}-dlq-replay", 2)
-    assert topic_values(kafka_bootstrap, name) == [0, 1, 3, 5, "two", "four"]
+    assert topic_values(kafka_bootstrap, name) == [0, 1, 3, 5, 2, 4]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -15,8 +17,10 @@ from airflow_copycat.runtime.offsets import KafkaOffsetStore, murmur2, murmur2_p
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.transactions import SourceTransaction, transactional_id
 from airflow_copycat.runtime.worker import WorkerConfig
+from tests.support.line_server import LineServer
 
 COUNTING = "tests.support.connectors:CountingSource"
+LINES = "tests.support.line_server:LineServerSource"
 
 
 def _run(config, worker_props):
@@ -85,7 +89,7 @@ def test_exactly_once_file_source_commits_records_and_offsets_together(worker_pr
     assert offset["position"] == log.stat().st_size
 
 
-@pytest.mark.parametrize("boundary, expected_commits", [("poll", 5), ("interval", 1)])
+@pytest.mark.parametrize("boundary, expected_commits", [("poll", 4), ("interval", 1)])
 def test_transaction_boundary(worker_props, kafka_bootstrap, unique, boundary, expected_commits):
     # Given a worker with exactly-once enabled and a source that returns 10 records in polls of 3
     props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
@@ -94,7 +98,7 @@ def test_transaction_boundary(worker_props, kafka_bootstrap, unique, boundary, e
               "transaction.boundary": boundary, "transaction.boundary.interval.ms": 600000}
     # When it runs
     (task,) = _run(config, props)
-    # Then poll commits after each of the 4 batches (plus the run's final commit); interval only at the end
+    # Then poll commits after each of the 4 batches (no empty transaction at the end); interval only at the end
     assert task["status"] == "ok", task["error"]
     assert task["transactions"] == expected_commits
     assert _offsets(props, name) == {'{"counter": "c0"}': {"n": 10}}
@@ -147,20 +151,91 @@ def test_a_zombie_attempt_is_fenced_by_the_next_attempt(worker_props, kafka_boot
     assert b"from the zombie" not in values
 
 
-def test_a_failed_run_aborts_its_records_and_commits_no_offset(worker_props, kafka_bootstrap, unique, abort_visibility):
-    # Given an exactly-once source that commits only at the end of a run, and fails at record 5
+def test_a_failed_run_keeps_what_it_committed_and_aborts_the_rest(worker_props, kafka_bootstrap, unique,
+                                                                  abort_visibility):
+    # Given exactly-once sources that fail at record 5: one commits per poll of 2, one only at the end of the run
     props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
-    name = f"abort-{unique}"
-    config = {"name": name, "connector.class": COUNTING, "topic": name, "counters": 1, "count": 8, "batch": 2,
-              "fail.at": 5, "transaction.boundary": "interval", "transaction.boundary.interval.ms": 600000}
-    (failed,) = _run(config, props)
-    assert failed["status"] == "failed" and "boom at c0:5" in failed["error"]
-    # Then no offset was committed: the records produced so far were in the aborted transaction
-    assert _offsets(props, name) == {}
-    # When the fixed source runs again, Then it starts from the beginning and commits everything once
-    (fixed,) = _run(dict(config, **{"fail.at": -1}), props)
-    assert fixed["status"] == "ok" and fixed["partitions"][0]["offset_before"] is None
-    assert _offsets(props, name) == {'{"counter": "c0"}': {"n": 8}}
-    # And read_committed consumers see each record once (the aborted attempt's copies are hidden)
+    base = {"connector.class": COUNTING, "counters": 1, "count": 8, "batch": 2, "fail.at": 5}
+    per_poll = dict(base, name=f"abort-poll-{unique}", topic=f"abort-poll-{unique}")
+    at_end = dict(base, name=f"abort-end-{unique}", topic=f"abort-end-{unique}", **{
+        "transaction.boundary": "interval", "transaction.boundary.interval.ms": 600000})
+    for config in (per_poll, at_end):
+        (failed,) = _run(config, props)
+        assert failed["status"] == "failed" and "boom at c0:5" in failed["error"]
+    # Then the per-poll source committed its first two batches; the other committed nothing
+    assert _offsets(props, per_poll["name"]) == {'{"counter": "c0"}': {"n": 4}}
+    assert _offsets(props, at_end["name"]) == {}
+    # When the fixed sources run again, Then each resumes from its committed offset and finishes
+    for config, resumed_from in ((per_poll, {"n": 4}), (at_end, None)):
+        (fixed,) = _run(dict(config, **{"fail.at": -1}), props)
+        assert fixed["status"] == "ok" and fixed["partitions"][0]["offset_before"] == resumed_from
+        assert _offsets(props, config["name"]) == {'{"counter": "c0"}': {"n": 8}}
+    # And read_committed consumers see each record once (the aborted transactions' copies are hidden)
     abort_visibility.skip_unless_hidden()
-    assert [json.loads(v)["payload"] for v in _committed_values(kafka_bootstrap, name)] == [f"c0-{n}" for n in range(8)]
+    for config in (per_poll, at_end):
+        values = [json.loads(v)["payload"] for v in _committed_values(kafka_bootstrap, config["topic"])]
+        assert values == [f"c0-{n}" for n in range(8)]
+
+
+def test_a_running_attempt_is_fenced_when_the_next_one_starts(worker_props, kafka_bootstrap, unique, abort_visibility):
+    # Given an exactly-once source run that takes a few seconds (a server sending 120 lines, 25 ms apart)
+    props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
+    name = f"fence-{unique}"
+    with LineServer(120, delay_s=0.025) as server:
+        config = {"name": name, "connector.class": LINES, "port": server.port, "topic": name}
+        plan = make_plan(config, WorkerConfig(props, env={}))
+        (group,) = plan["groups"]
+        first: list = []
+        attempt = threading.Thread(target=lambda: first.append(run_group(group, props)["tasks"][0]))
+        attempt.start()
+        deadline = time.monotonic() + 30
+        while not _offsets(props, name) and time.monotonic() < deadline:  # until the first attempt committed a poll
+            time.sleep(0.2)
+        # When a second attempt of the same task starts (an Airflow retry while the first still runs)
+        (second,) = run_group(group, props)["tasks"]
+        attempt.join(60)
+    # Then the second attempt fenced the first, which failed saying so, and the second finished the stream
+    (first,) = first
+    assert first["status"] == "failed" and "fenced" in first["error"], first
+    assert second["status"] == "ok", second["error"]
+    assert second["partitions"][0]["offset_before"] is not None  # it resumed from what the first committed
+    assert _offsets(props, name) == {json.dumps({"server": f"127.0.0.1:{server.port}"}): {"line": 120}}
+    values = [json.loads(v)["payload"] for v in _committed_values(kafka_bootstrap, name)]
+    assert set(values) == {f"line {n}" for n in range(120)}
+    # And read_committed consumers see each line once: the fenced attempt's open transaction was aborted
+    abort_visibility.skip_unless_hidden()
+    assert values == [f"line {n}" for n in range(120)]
+
+
+def test_a_replan_with_fewer_tasks_fences_the_task_ids_that_no_longer_exist(worker_props, unique):
+    # Given an exactly-once source planned with 3 tasks, and a zombie attempt of task 2 still alive
+    props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
+    worker = WorkerConfig(props, env={})
+    name = f"shrink-{unique}"
+    config = {"name": name, "connector.class": COUNTING, "topic": name, "counters": 3, "count": 2, "tasks.max": 3}
+    first = make_plan(config, worker)
+    assert sum(len(g["tasks"]) for g in first["groups"]) == 3
+    zombie = SourceTransaction(worker.producer_config(), transactional_id(worker, name, 2), KafkaOffsetStore(worker),
+                               name)
+    zombie.start()
+    # When the connector is re-planned with one task
+    make_plan(dict(config, **{"tasks.max": 1}), worker, previous=first)
+    # Then the zombie of task 2 can no longer commit
+    with pytest.raises(ConnectException, match="fenced"):
+        zombie.commit([({"counter": "c2"}, {"n": 999})])
+    assert _offsets(props, name) == {}
+
+
+def test_dead_letters_commit_with_the_transaction(worker_props, kafka_bootstrap, unique):
+    # Given an exactly-once source whose records 2 and 4 fail conversion (tolerated into a DLQ)
+    props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
+    name, dlq = f"eos-dlq-{unique}", f"eos-dlq-{unique}-dlq"
+    config = {"name": name, "connector.class": "tests.runtime.test_dead_letter_replay:MixedSource", "topic": name,
+              "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}
+    (task,) = _run(config, props)
+    # Then records, dead letters and the offset past all six commit together
+    assert task["status"] == "ok", task["error"]
+    assert (task["records"], task["dead_lettered"], task["transactions"]) == (4, 2, 1)
+    assert _offsets(props, name) == {'{"p": 0}': {"i": 6}}
+    assert len(_committed_values(kafka_bootstrap, name)) == 4
+    assert len(_committed_values(kafka_bootstrap, dlq)) == 2

@@ -51,7 +51,9 @@ class CountingTask(SourceTask):
 class JsonFileSink(SinkConnector):
     """Appends ``[topic, partition, offset, value]`` lines to ``<dir>/task-<first partition>.jsonl``."""
 
-    config_def = ConfigDef().define("dir", ConfigType.STRING).define("topics", ConfigType.LIST, "")
+    config_def = (ConfigDef().define("dir", ConfigType.STRING).define("topics", ConfigType.LIST, "")
+                  .define("reject.value", ConfigType.STRING, "",
+                          doc="put() refuses records with this value through the errant record reporter"))
 
     def task_class(self):
         return JsonFileSinkTask
@@ -63,7 +65,12 @@ class JsonFileSinkTask(SinkTask):
         self.buf = []
 
     def put(self, records):
-        self.buf += [[r.topic, r.kafka_partition, r.kafka_offset, r.value] for r in records]
+        reject = self.context.config.get("reject.value") or None
+        for r in records:
+            if reject is not None and r.value == reject:
+                self.context.report_error(r, ValueError(f"the destination refuses {reject!r}"))
+            else:
+                self.buf.append([r.topic, r.kafka_partition, r.kafka_offset, r.value])
 
     def flush(self, offsets):
         import os

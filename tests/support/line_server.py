@@ -15,14 +15,16 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
+import time
 
 from airflow_copycat.connect import ConfigDef, ConfigType, Schema, SourceConnector, SourceRecord, SourceTask
 from airflow_copycat.connect.errors import RetriableException
 
 
 class LineServer:
-    def __init__(self, total: int, *, cut_after: int = 0, cuts: int = 0):
-        self.total, self.cut_after, self.cuts_left = total, cut_after, cuts
+    def __init__(self, total: int, *, cut_after: int = 0, cuts: int = 0, delay_s: float = 0.0):
+        """``delay_s``: a pause before each line, for runs that must last a while."""
+        self.total, self.cut_after, self.cuts_left, self.delay_s = total, cut_after, cuts, delay_s
         self.connections = 0
         outer = self
 
@@ -37,7 +39,10 @@ class LineServer:
                     if cut and n - start >= outer.cut_after:
                         self.connection.shutdown(socket.SHUT_RDWR)  # the connection drops mid-stream
                         return
+                    if outer.delay_s:
+                        time.sleep(outer.delay_s)
                     self.wfile.write(f"line {n}\n".encode())
+                    self.wfile.flush()
                 self.wfile.write(b"END\n")
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
@@ -73,8 +78,11 @@ class LineServerTask(SourceTask):
         offset = self.context.offset_storage_reader.offset(self.partition)
         self.next = offset["line"] if offset else 0
         self.reader = None
+        self.done = False
 
     def poll(self):
+        if self.done:
+            return None
         if self.reader is None:
             sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
             sock.sendall(f"FROM {self.next}\n".encode())
@@ -83,6 +91,7 @@ class LineServerTask(SourceTask):
         for _ in range(50):
             line = self.reader.readline()
             if line == b"END\n":
+                self.done = True
                 return out or None
             if not line.endswith(b"\n"):  # the server went away mid-stream
                 self.reader.close()

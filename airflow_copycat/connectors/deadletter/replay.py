@@ -27,20 +27,22 @@ config decides, as for any connector).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ...connect import ConfigDef, ConfigType, Schema, SourceConnector, SourceRecord, SourceTask
 from ...connect.config import ConfigProblem, non_empty
 from ...connect.connector import task_partitions
 from ...connect.dead_letters import (
-    ERRORS_HEADER_PREFIX, H_KEY_FORMAT, H_ORIGINAL_TOPIC, H_RECORD_TOPIC, H_VALUE_FORMAT, RECORD_HEADER_PREFIX,
+    ERRORS_HEADER_PREFIX, FORMAT_ENVELOPE, H_ORIGINAL_TOPIC, H_RECORD_TOPIC, H_VALUE_FORMAT, RECORD_HEADER_PREFIX,
     decode_source_record,
 )
-from ...connect.errors import ConnectException, DataException
+from ...connect.errors import ConnectException, DataException, RetriableException
 
 DLQ_TOPIC_CONFIG = "dlq.topic"
 REPLAY_TOPIC_CONFIG = "replay.topic"
 BATCH_CONFIG = "batch.size"
+STALL_TIMEOUT_S = 120.0  # no message and no end of partition for this long: the broker is out of reach
 
 CONFIG_DEF = (
     ConfigDef()
@@ -57,6 +59,7 @@ class DeadLetterReplaySource(SourceConnector):
     per DLQ topic-partition, offset ``{"offset": next Kafka offset}``."""
 
     config_def = CONFIG_DEF
+    reads_kafka = True
 
     def task_class(self) -> type:
         return DeadLetterReplayTask
@@ -92,8 +95,13 @@ class DeadLetterReplayTask(SourceTask):
         self.partitions = {(p["dlq"], int(p["partition"])): p for p in task_partitions(config)}
         self.pending = set(self.partitions)
         client = dict(self.context.kafka_client_config)
+        if not client.get("bootstrap.servers"):
+            raise ConnectException("the dead-letter replay reads Kafka itself and got no bootstrap.servers from the "
+                                   "runtime: run it through the framework (a DAG or copycat run)")
+        self.stall_s = STALL_TIMEOUT_S
+        self.last_progress = time.monotonic()
         self.consumer = Consumer({**client, "group.id": f"copycat-dlq-replay-{config.get('name')}",
-                                  "enable.auto.commit": False, "enable.partition.eof": True,
+                                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed",
                                   "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50})
         committed = self.context.offset_storage_reader.offsets(list(self.partitions.values()))
         from ...connect.assignment import canonical
@@ -111,7 +119,13 @@ class DeadLetterReplayTask(SourceTask):
         if not self.pending:
             return None
         out = []
-        for msg in self.consumer.consume(num_messages=self.batch, timeout=0.5):
+        messages = self.consumer.consume(num_messages=self.batch, timeout=0.5)
+        if messages:
+            self.last_progress = time.monotonic()
+        elif time.monotonic() - self.last_progress > self.stall_s:
+            raise RetriableException(f"no record and no end of partition from dead-letter partitions "
+                                     f"{sorted(self.pending)} for {self.stall_s:.0f}s: is the broker reachable?")
+        for msg in messages:
             tp = (msg.topic(), msg.partition())
             err = msg.error()
             if err is not None:
@@ -128,7 +142,7 @@ class DeadLetterReplayTask(SourceTask):
 
     def _record(self, msg, partition: dict) -> SourceRecord:
         headers = msg.headers() or []
-        found = {k: v for k, v in headers}
+        found = {k: v for k, v in headers if v is not None}
         kept = [(k, v) for k, v in headers if not k.startswith((ERRORS_HEADER_PREFIX, RECORD_HEADER_PREFIX))]
         where = f"dead-letter topic {msg.topic()} partition {msg.partition()} offset {msg.offset()}"
         offset = {"offset": msg.offset() + 1}
@@ -136,8 +150,8 @@ class DeadLetterReplayTask(SourceTask):
             if not self.replay_topic and H_RECORD_TOPIC not in found:
                 raise DataException(f"{where} does not say which topic it was headed for: set {REPLAY_TOPIC_CONFIG}")
             topic = self.replay_topic or found[H_RECORD_TOPIC].decode()
-            key_schema, key = self._decode(msg.key(), found.get(H_KEY_FORMAT), where, True)
-            value_schema, value = self._decode(msg.value(), found[H_VALUE_FORMAT], where, False)
+            key_schema, key = self._decode(msg.key(), found, "key", where)
+            value_schema, value = self._decode(msg.value(), found, "value", where)
         else:  # a sink's dead letter: the original bytes, back where they came from
             original = found.get(H_ORIGINAL_TOPIC)
             if not self.replay_topic and not original:
@@ -148,15 +162,16 @@ class DeadLetterReplayTask(SourceTask):
             key_schema, key = Schema.OPTIONAL_BYTES, msg.key()
             value_schema, value = Schema.OPTIONAL_BYTES, msg.value()
         return SourceRecord(topic=topic, key_schema=key_schema, key=key, value_schema=value_schema, value=value,
+                            timestamp=msg.timestamp()[1] if msg.timestamp()[0] else None,
                             headers=kept, source_partition=partition, source_offset=offset)
 
     @staticmethod
-    def _decode(data: bytes | None, fmt: bytes | None, where: str, is_key: bool):
-        name = (fmt or b"connect-json").decode()
+    def _decode(data: bytes | None, found: dict, side: str, where: str):
+        fmt = found.get(f"{RECORD_HEADER_PREFIX}{side}.format", FORMAT_ENVELOPE.encode()).decode()
         try:
-            return decode_source_record(data, name, is_key)
+            return decode_source_record(data, fmt, side == "key", found.get(f"{RECORD_HEADER_PREFIX}{side}.schema"))
         except DataException as e:
-            raise DataException(f"{where}: cannot decode its {name} payload: {e}") from e
+            raise DataException(f"{where}: cannot rebuild its {side} ({fmt}): {e}") from e
 
     def stop(self) -> None:
         consumer = getattr(self, "consumer", None)
