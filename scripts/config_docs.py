@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector  # noqa: E402
+from airflow_copycat.connectors.deadletter import DeadLetterReplaySource  # noqa: E402
 from airflow_copycat.connectors.files import FilesSinkConnector  # noqa: E402
 from airflow_copycat.runtime.connector_config import FRAMEWORK_CONFIG  # noqa: E402
 
@@ -26,6 +27,8 @@ SECTIONS = [
      FilesSinkConnector.config_def),
     ("FileStreamSink (`FileStreamSink`, `org.apache.kafka.connect.file.FileStreamSinkConnector`)",
      FileStreamSinkConnector.config_def),
+    ("DeadLetterReplaySource (`DeadLetterReplaySource`; made by `replay_config` / `copycat run --replay-dlq`)",
+     DeadLetterReplaySource.config_def),
 ]
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from airflow_copycat.connect import (ConfigDef, ConfigProblem, ConfigType, Schema, SchemaBuilder, SinkConnector, SinkTask,
                                      Struct)
+from airflow_copycat.connectors.deadletter import DeadLetterReplaySource
 from airflow_copycat.connectors.files import FilesSinkConnector
 from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
 from airflow_copycat.testing import conformance, sink_connector_tests, source_connector_tests
@@ -42,6 +43,41 @@ TestFileStreamSource = source_connector_tests(
         ({"encoding": "utf-16", "max.open.files": "1", "fingerprint.bytes": "lots"},
          ["encoding", "max.open.files", "fingerprint.bytes"]),
     ],
+)
+
+
+# ------------------------------------------------------------------ DeadLetterReplaySource
+
+_BOOTSTRAP: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _broker_for_replay(request):
+    """The replay source reads Kafka: its suite gets the session broker (other suites need none)."""
+    if "::TestDeadLetterReplaySource::" in request.node.nodeid:
+        _BOOTSTRAP[:] = [request.getfixturevalue("kafka_bootstrap")]
+
+
+def make_dead_letters(tmp_path, n):
+    """A fresh dead-letter topic of 3 partitions holding n sink dead letters (original topic in a header)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"conformance-dlq-{tmp_path.name}-{os.urandom(3).hex()}"
+    admin = AdminClient({"bootstrap.servers": _BOOTSTRAP[0]})
+    admin.create_topics([NewTopic(topic, 3)])[topic].result()
+    producer = Producer({"bootstrap.servers": _BOOTSTRAP[0]})
+    for i in range(n):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 3,
+                         headers=[("__connect.errors.topic", b"orders")])
+    producer.flush(30)
+    return {"dlq.topic": topic, "dlq.bootstrap.servers": _BOOTSTRAP[0], "batch.size": "2"}
+
+
+TestDeadLetterReplaySource = source_connector_tests(
+    DeadLetterReplaySource,
+    make_dead_letters,
+    invalid_configs=[({"dlq.topic": None, "batch.size": "many"}, ["dlq.topic", "batch.size"])],
 )
 
 

@@ -42,6 +42,7 @@ from ...connect.errors import ConnectException, DataException, RetriableExceptio
 DLQ_TOPIC_CONFIG = "dlq.topic"
 REPLAY_TOPIC_CONFIG = "replay.topic"
 BATCH_CONFIG = "batch.size"
+BOOTSTRAP_CONFIG = "dlq.bootstrap.servers"
 STALL_TIMEOUT_S = 120.0  # no message and no end of partition for this long: the broker is out of reach
 
 CONFIG_DEF = (
@@ -51,7 +52,21 @@ CONFIG_DEF = (
     .define(REPLAY_TOPIC_CONFIG, ConfigType.STRING, "",
             doc="Send every replayed record to this topic instead of the one it was headed for or came from.")
     .define(BATCH_CONFIG, ConfigType.INT, 500, doc="Most records returned by one poll().")
+    .define(BOOTSTRAP_CONFIG, ConfigType.STRING, "",
+            doc="Read the dead-letter topic from this cluster instead of the worker's (with the worker's "
+                "security settings).")
 )
+
+
+def _client_config(config: dict[str, Any], worker_client: dict[str, Any] | None) -> dict[str, Any]:
+    """The Kafka client settings to read the dead-letter topic with."""
+    client = dict(worker_client or {})
+    if config.get(BOOTSTRAP_CONFIG):
+        client["bootstrap.servers"] = config[BOOTSTRAP_CONFIG]
+    if not client.get("bootstrap.servers"):
+        raise ConnectException(f"the dead-letter replay reads Kafka itself and has no bootstrap.servers: run it "
+                               f"through the framework (a DAG or copycat run), or set {BOOTSTRAP_CONFIG}")
+    return client
 
 
 class DeadLetterReplaySource(SourceConnector):
@@ -78,7 +93,7 @@ class DeadLetterReplaySource(SourceConnector):
         from confluent_kafka.admin import AdminClient
 
         topic = self.config[DLQ_TOPIC_CONFIG]
-        md = AdminClient(dict(self.kafka_client_config or {})).list_topics(timeout=15)
+        md = AdminClient(_client_config(self.config, self.kafka_client_config)).list_topics(timeout=15)
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             return []  # nothing was ever dead-lettered
@@ -94,10 +109,7 @@ class DeadLetterReplayTask(SourceTask):
         self.batch = values[BATCH_CONFIG]
         self.partitions = {(p["dlq"], int(p["partition"])): p for p in task_partitions(config)}
         self.pending = set(self.partitions)
-        client = dict(self.context.kafka_client_config)
-        if not client.get("bootstrap.servers"):
-            raise ConnectException("the dead-letter replay reads Kafka itself and got no bootstrap.servers from the "
-                                   "runtime: run it through the framework (a DAG or copycat run)")
+        client = _client_config(values, self.context.kafka_client_config)
         self.stall_s = STALL_TIMEOUT_S
         self.last_progress = time.monotonic()
         self.consumer = Consumer({**client, "group.id": f"copycat-dlq-replay-{config.get('name')}",
