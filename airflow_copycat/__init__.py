@@ -1,7 +1,7 @@
 """airflow-copycat: Kafka Connect's connector model and Gobblin's exactly-once file copy
 for Apache Airflow. Airflow plans connectors, PySpark copies, Kafka keeps the offsets.
 
-``connector_task_group`` (the DAG author's entry point) is imported lazily so that
+``connector_task_group`` and ``copy_task_group`` (the DAG author's entry points) are imported lazily so that
 Spark executors, which import only ``airflow_copycat.connect`` / ``.runtime``,
 never import Airflow.
 """
@@ -14,4 +14,8 @@ def __getattr__(name):
         from .operators.task_group import connector_task_group
 
         return connector_task_group
+    if name == "copy_task_group":
+        from .operators.copy import copy_task_group
+
+        return copy_task_group
     raise AttributeError(name)

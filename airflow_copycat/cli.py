@@ -10,6 +10,7 @@ Airflow DAG run uses -- and then exits, saying what it moved::
     copycat run [--worker W] CONFIG...         one bounded run of each connector
     copycat run --replay-dlq [--worker W] CONFIG...   re-ingest each connector's dead-letter queue
     copycat offsets [--worker W] [CONNECTOR]   list, set or delete committed source offsets
+    copycat copy [--worker W] CONFIG [--master URL | --in-process]   copy a file tree (Distcp)
 
 ``WORKER`` is a Kafka Connect worker ``.properties`` file; ``COPYCAT_*``
 environment variables (``COPYCAT_BOOTSTRAP_SERVERS``, ...) override it. A
@@ -486,6 +487,51 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# copy
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    from .runtime import copy_job
+    from .runtime.executor import run_group
+
+    label, raw = _load_config(args.config)
+    for key in copy_job.secret_keys(raw):
+        _scrub.add(getattr(raw[key], "value", raw[key]))
+    worker_props = _load_worker(args).to_dict() if args.worker else {}
+    spark_conf = _parse_spark_conf(args.spark_conf)
+    if args.in_process and (args.master or spark_conf):
+        raise UserError("--in-process runs without Spark: drop --master / --spark-conf")
+    own_dir = args.work_dir is None
+    work_dir = tempfile.mkdtemp(prefix="copycat-copy-") if own_dir else os.path.abspath(args.work_dir)
+    os.makedirs(work_dir, exist_ok=True)
+    try:
+        started = time.monotonic()
+        plan = copy_job.make_copy_plan(raw, max_tasks=args.max_tasks, max_groups=args.max_groups)
+        if args.verbose:
+            _err(f"{label}: {plan['to_copy']} of {plan['files']} file(s) to copy ({plan['to_copy_bytes']} bytes) in "
+                 f"{sum(len(g['tasks']) for g in plan['groups'])} task(s); plan {plan['plan_url']}")
+        if args.in_process:
+            runner, mode = run_group, "in process"
+        else:
+            master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+            runner, mode = _SparkSubmitter(master, spark_conf, work_dir, args.verbose), f"spark-submit --master {master}"
+        secrets = {k: raw[k] for k in copy_job.secret_keys(raw) if raw.get(k) not in (None, "")}
+        results = [runner(group, worker_props, secrets) for group in plan["groups"]]
+        summary = copy_job.publish_copy(plan, results, raw)
+        summary["duration_s"] = round(time.monotonic() - started, 3)
+        summary["mode"] = mode
+        if args.json:
+            _out(_json(summary))
+        else:
+            for line in copy_job.summary_lines(summary):
+                _out(line)
+        return 0 if summary["status"] == "ok" else 1
+    finally:
+        if own_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # offsets
 
 _DELETE_GIVEN_PARTITION = object()  # bare --delete: the partition comes from --partition
@@ -702,6 +748,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead of each connector, replay its dead-letter queue (errors.deadletterqueue.topic.name) "
                         "through its current transforms and converters into the topic each record belongs to")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("copy", parents=[common, with_worker],
+                       help="copy a file tree (Distcp): plan, copy in task groups, publish each dataset atomically",
+                       description="List the datasets under source.url, diff them with target.url, copy what "
+                                   "changed in task groups -- with spark-submit (default) or in this process "
+                                   "(--in-process) -- into staging, and publish every dataset whose files all "
+                                   "copied through its write-ahead log. A leftover log of an interrupted run is "
+                                   "replayed first, and files staged by a failed run are reused. Prints a summary; "
+                                   "exit 1 if any dataset was not published.")
+    p.add_argument("config", metavar="CONFIG", help="the copy job: JSON, YAML or .properties (see README, Distcp)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--master", metavar="URL", help=f"Spark master (default ${MASTER_ENV} or {DEFAULT_MASTER})")
+    mode.add_argument("--in-process", action="store_true", help="copy in this process, no Spark")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting added to the defaults (repeatable)")
+    p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max")
+    p.add_argument("--max-groups", type=_positive_int, metavar="N", help="overrides copycat.groups.max")
+    p.add_argument("--work-dir", metavar="DIR", help="where group and result JSON files go (kept)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    p.set_defaults(func=cmd_copy)
 
     p = sub.add_parser("offsets", parents=[common, with_worker],
                        help="list, set or delete a connector's committed source offsets",

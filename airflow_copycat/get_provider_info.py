@@ -38,6 +38,7 @@ def get_provider_info() -> dict:
                     "airflow_copycat.operators.plan",
                     "airflow_copycat.operators.run",
                     "airflow_copycat.operators.finish",
+                    "airflow_copycat.operators.copy",
                 ],
             }
         ],

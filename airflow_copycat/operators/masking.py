@@ -22,21 +22,25 @@ try:
 except ImportError:  # Airflow 3.0
     from airflow.sdk.execution_time.secrets_masker import mask_secret
 
-from ..runtime import connector_config
+from ..runtime import connector_config, copy_job
 
 __all__ = ["connector_secrets", "mask_secret"]
 
 
 def connector_secrets(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The secret values of a flat, rendered connector config (key -> value): the
-    connector's ``PASSWORD`` keys and any key named like a secret, each registered
+    """The secret values of a flat, rendered connector (or copy job) config (key -> value): the
+    ``PASSWORD`` keys and any key named like a secret, each registered
     with Airflow's secrets masker. An unknown ``connector.class`` leaves only the
     keys named like secrets (the plan reports the class)."""
-    try:
-        cls = connector_config.validate(raw)[1]
-    except Exception:  # noqa: BLE001 -- an invalid config is reported by make_plan, with every problem
-        cls = None
-    secrets = {k: raw[k] for k in connector_config.secret_keys(raw, cls) if raw.get(k) not in (None, "")}
+    if copy_job.is_copy_config(raw):
+        keys = copy_job.secret_keys(raw)
+    else:
+        try:
+            cls = connector_config.validate(raw)[1]
+        except Exception:  # noqa: BLE001 -- an invalid config is reported by make_plan, with every problem
+            cls = None
+        keys = connector_config.secret_keys(raw, cls)
+    secrets = {k: raw[k] for k in keys if raw.get(k) not in (None, "")}
     for value in secrets.values():
         mask_secret(str(value))  # no name: Airflow masks a named value only if the name looks secret
     return secrets

@@ -77,7 +77,9 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
         secrets = connector_secrets(connector_config.load_connector_config(self.connector_config))
-        worker_props = self.hook.worker_props(self.worker_config)
+        # a copy job (Distcp) needs no Kafka connection
+        worker_props = dict(self.worker_config or {}) if group["kind"] == "copy" else self.hook.worker_props(
+            self.worker_config)
         self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         if self.in_process:
@@ -85,6 +87,14 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         else:
             result = self._submit(group, worker_props, secrets)
         for t in result["tasks"]:
+            if group["kind"] == "copy":
+                self.log.info("task %s: %s, %s file(s) copied, %s bytes, %s reused from staging, %s failed, %.1fs%s%s",
+                              t["task"], t["status"], t["records"], t["bytes"], t.get("reused", 0), t["errors"],
+                              t["duration_s"], f", {t['mib_per_s']} MiB/s" if t.get("mib_per_s") else "",
+                              f" -- {t['error']}" if t["error"] else "")
+                for f in t.get("failed_files", []):
+                    self.log.error("  %s: %s", f["origin"], f["error"])
+                continue
             self.log.info("task %s: %s, %s records, %s bytes, %s tolerated errors (%s dead-lettered), %s filtered, "
                           "%.1fs%s", t["task"], t["status"], t["records"], t["bytes"], t["errors"],
                           t["dead_lettered"], t.get("filtered", 0), t["duration_s"],

@@ -14,10 +14,14 @@ from .worker import WorkerConfig
 
 def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
              secrets: Mapping[str, Any] | None = None) -> dict:
-    """Run one task of a plan. ``secrets`` (connector keys -> values) replace the
-    ``[hidden]`` values the plan carries."""
+    """Run one task of a plan (``kind``: source, sink, or copy). ``secrets`` (config keys ->
+    values) replace the ``[hidden]`` values the plan carries."""
     task = dict(task)
     task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
+    if kind == "copy":  # a Distcp job's task: no Kafka
+        from .copy_job import run_copy_task
+
+        return run_copy_task(task)
     worker = WorkerConfig(worker_props, env={})
     return (run_source_task if kind == "source" else run_sink_task)(task, worker)
 

@@ -125,6 +125,45 @@ def make_dag(kafka_conn):
     return make
 
 
+_COPY_DAG_TEMPLATE = '''\
+"""Written by tests/airflow/conftest.py."""
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_copycat import copy_task_group
+
+with DAG(
+    dag_id={dag_id!r},
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={params},
+) as dag:
+    copy_task_group(
+        {config},
+        **{group_kwargs},
+    )
+'''
+
+
+@pytest.fixture
+def make_copy_dag():
+    """``make_copy_dag(dag_id, copy_config, params=..., **copy_task_group kwargs)``: like ``make_dag``, with
+    one ``copy_task_group``."""
+
+    def make(dag_id: str, copy_config: dict, *, params: dict | None = None, **group_kwargs: Any):
+        path = DAGS_FOLDER / f"{dag_id}.py"
+        path.write_text(_COPY_DAG_TEMPLATE.format(
+            dag_id=dag_id, params=pprint.pformat(params or {}), config=pprint.pformat(copy_config),
+            group_kwargs=pprint.pformat(group_kwargs)), encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(f"copycat_test_dag_{uuid.uuid4().hex}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.dag
+
+    return make
+
+
 @dataclass
 class DagRunResult:
     """One finished ``dag.test()`` run, read back from the metadata DB."""

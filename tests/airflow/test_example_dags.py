@@ -18,7 +18,8 @@ def dagbag():
 
 def test_example_dags_parse_without_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert {"copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet", "copycat_dlq_replay"} <= set(dagbag.dag_ids)
+    assert {"copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet", "copycat_dlq_replay",
+            "copycat_distcp_sync", "copycat_distcp_backfill"} <= set(dagbag.dag_ids)
 
 
 @pytest.mark.parametrize("dag_id", ["copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet",
@@ -33,6 +34,22 @@ def test_each_connector_is_plan_then_mapped_run_then_finish(dagbag, dag_id):
         assert run.upstream_task_ids == {plan}
         assert finish.upstream_task_ids == {plan, f"{group}.run"}
         assert type(run).__name__ == "MappedOperator"
+
+
+@pytest.mark.parametrize("dag_id", ["copycat_distcp_sync", "copycat_distcp_backfill"])
+def test_each_copy_job_is_plan_then_mapped_run_then_publish(dagbag, dag_id):
+    dag = dagbag.get_dag(dag_id)
+    (plan,) = [t for t in dag.task_ids if t.endswith(".plan")]
+    group = plan.rsplit(".", 1)[0]
+    run, publish = dag.get_task(f"{group}.run"), dag.get_task(f"{group}.publish")
+    assert run.upstream_task_ids == {plan} and publish.upstream_task_ids == {plan, f"{group}.run"}
+    assert type(run).__name__ == "MappedOperator"
+
+
+def test_the_backfill_copy_takes_its_dates_from_the_data_interval(dagbag):
+    plan = dagbag.get_dag("copycat_distcp_backfill").get_task("events-daily.plan")
+    assert plan.copy_config["date.range.start"] == "{{ data_interval_start }}"
+    assert plan.copy_config["date.range.end"] == "{{ data_interval_end }}"
 
 
 def test_the_parquet_dag_is_scheduled_on_the_alias_the_log_source_emits_through(dagbag):

@@ -1,0 +1,171 @@
+"""What a copy is made of: datasets, copyable files, work units, and where staged bytes live.
+
+Gobblin Distcp's model, as plain data that goes into a plan (JSON) and to
+executors:
+
+* a **dataset** is one match of ``dataset.pattern`` under ``source.url`` (a
+  directory, usually); everything the copy does is per dataset. A dataset's
+  files form its **file set**, the unit published atomically: either every
+  file of the set (and its deletions) appears in the target, or none does.
+* a :class:`CopyableFile` is one source file to copy: where it comes from, where
+  it goes (``destination``, relative to ``target.url``; converters may change
+  it, e.g. ``a.csv.gz`` -> ``a.csv``, or make it a directory for ``untar``),
+  its size, modification time, checksum when the filesystem has one, the
+  permissions and owner to set, and a stable :attr:`CopyableFile.id` -- the
+  hash of origin path, length, modification time and checksum -- so bytes
+  staged by an earlier, failed run are recognised and reused.
+* a :class:`WorkUnit` is what one task copies: a whole file, or one byte range
+  (``part`` of ``parts``) of a large file when ``block.split.size`` is set.
+
+Staging layout, under the target (same filesystem, so publishing is a rename)::
+
+    <target>/_copycat/distcp/staging/<file set id>/<file id>/<destination...>   staged output of a file
+    <target>/_copycat/distcp/staging/<file set id>/<file id>/_done.json         written last: the output is whole
+    <target>/_copycat/distcp/staging/<file set id>/<file id>/_parts/<k>         byte ranges of a split file
+    <target>/_copycat/distcp/wal/<file set id>.json                             publish log (while publishing)
+
+Names starting with ``_`` are skipped by readers (Spark, pyarrow, Hive), and
+the staged tree under ``<file id>/`` mirrors the destination, so publishing a
+file is a rename of ``<file id>/<destination>`` to ``<target>/<destination>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+CONTROL_DIR = "_copycat/distcp"
+DONE_MARKER = "_done.json"
+PARTS_DIR = "_parts"
+
+PLAN_FORMAT = "copycat.distcp.plan/1"
+
+PRESERVABLE = ("perm", "mtime", "owner", "group")
+
+
+def file_id(origin: str, size: int, mtime: float, checksum: str | None) -> str:
+    """The stable id of a source file version: same path, length, modification time and
+    checksum -> same id (32 hex chars)."""
+    text = f"{origin}\0{int(size)}\0{float(mtime):.6f}\0{checksum or ''}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def file_set_id(dataset: str) -> str:
+    """A file set's id as used in staging and log paths (safe on any filesystem)."""
+    return hashlib.sha256(dataset.encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One match of ``dataset.pattern``: ``name`` is its path relative to the source root
+    (``""`` for the whole source), ``root`` its full source path."""
+
+    name: str
+    root: str
+
+
+@dataclass(frozen=True)
+class CopyableFile:
+    """One source file to copy (see the module docstring).
+
+    ``origin``: full path on the source filesystem. ``relative``: path relative to
+    the source root. ``destination``: path relative to the target root where the
+    (converted) output goes; for ``untar`` the directory the archive expands into.
+    ``checksum``: ``"<algorithm>:<hex>"`` from the source filesystem (or a sidecar
+    file), ``None`` when it has none. ``mode``/``owner``/``group``: what to set on
+    the destination for the attributes in ``preserve``. ``converters``: names, in
+    order (``gunzip``, ``untar``, ``decrypt``...).
+    """
+
+    origin: str
+    relative: str
+    destination: str
+    size: int
+    mtime: float
+    dataset: str
+    file_set: str
+    checksum: str | None = None
+    mode: int | None = None
+    owner: str | None = None
+    group: str | None = None
+    preserve: tuple[str, ...] = ()
+    converters: tuple[str, ...] = ()
+    id: str = ""
+
+    def __post_init__(self):
+        if not self.id:
+            object.__setattr__(self, "id", file_id(self.origin, self.size, self.mtime, self.checksum))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["preserve"], d["converters"] = list(self.preserve), list(self.converters)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CopyableFile":
+        d = dict(d)
+        d["preserve"], d["converters"] = tuple(d.get("preserve") or ()), tuple(d.get("converters") or ())
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Bytes one task copies: the whole ``file`` (``parts == 1``), or byte range
+    ``[offset, offset + length)``, part ``part`` of ``parts``, of a split file."""
+
+    file: CopyableFile
+    part: int = 0
+    parts: int = 1
+    offset: int = 0
+    length: int = -1  # -1: to the end of the file
+
+    @property
+    def bytes(self) -> int:
+        return self.file.size if self.length < 0 else self.length
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file.to_dict(), "part": self.part, "parts": self.parts, "offset": self.offset,
+                "length": self.length}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "WorkUnit":
+        return cls(CopyableFile.from_dict(d["file"]), int(d.get("part", 0)), int(d.get("parts", 1)),
+                   int(d.get("offset", 0)), int(d.get("length", -1)))
+
+
+@dataclass
+class Staging:
+    """Paths of staged output under a target root (a path on the target filesystem, no
+    protocol). All methods return paths joined with ``/``."""
+
+    target_root: str
+    control: str = field(init=False)
+
+    def __post_init__(self):
+        self.target_root = self.target_root.rstrip("/") or "/"
+        self.control = posixpath.join(self.target_root, CONTROL_DIR)
+
+    def file_set_dir(self, file_set: str) -> str:
+        return posixpath.join(self.control, "staging", file_set_id(file_set))
+
+    def file_dir(self, f: CopyableFile) -> str:
+        """Where ``f``'s output is staged: ``<file id>/<destination...>`` mirrors the destination."""
+        return posixpath.join(self.file_set_dir(f.file_set), f.id)
+
+    def done_marker(self, f: CopyableFile) -> str:
+        return posixpath.join(self.file_dir(f), DONE_MARKER)
+
+    def part_path(self, f: CopyableFile, part: int) -> str:
+        return posixpath.join(self.file_dir(f), PARTS_DIR, f"{part:05d}")
+
+    def wal(self, file_set: str) -> str:
+        return posixpath.join(self.control, "wal", f"{file_set_id(file_set)}.json")
+
+    def wal_dir(self) -> str:
+        return posixpath.join(self.control, "wal")
+
+    def final(self, relative: str) -> str:
+        return posixpath.join(self.target_root, relative)

@@ -1,0 +1,139 @@
+"""Distcp in a DAG: plan the copy -> copy in task groups (mapped, one PySpark application each) -> publish."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import Asset, BaseOperator, TaskGroup, TriggerRule
+
+from ..connect.errors import ConfigException
+from ..runtime import copy_job
+from ..runtime.connector_config import load_connector_config
+from .finish import asset_alias
+from .masking import connector_secrets
+from .run import CopycatRunTaskGroupOperator
+
+
+class CopycatCopyPlanOperator(BaseOperator):
+    """Plans a copy job: replays a leftover publish log, lists the datasets, diffs them
+    with the target and packs the work into task groups (see
+    :func:`airflow_copycat.runtime.copy_job.make_copy_plan`). The full plan is written
+    under the target; XCom key ``plan`` holds its summary and URL, and the return value
+    is the list of groups, for a mapped run task.
+
+    :param copy_config: the job's config: a dict or a JSON/YAML/.properties path. (templated: e.g.
+        ``"date.range.start": "{{ data_interval_start }}"`` for backfills)
+    :param max_tasks: overrides ``tasks.max``. (templated)
+    :param max_groups: overrides ``copycat.groups.max``. (templated)
+    """
+
+    template_fields: Sequence[str] = ("copy_config", "max_tasks", "max_groups")
+    template_fields_renderers = {"copy_config": "json"}
+    ui_color = "#d8e8f8"
+
+    def __init__(self, *, copy_config: dict[str, Any] | str, max_tasks: int | None = None,
+                 max_groups: int | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.copy_config = copy_config
+        self.max_tasks = max_tasks
+        self.max_groups = max_groups
+
+    def execute(self, context) -> list[dict]:
+        raw = load_connector_config(self.copy_config)
+        connector_secrets(raw)
+        try:
+            plan = copy_job.make_copy_plan(raw, max_tasks=_optional_int(self.max_tasks),
+                                           max_groups=_optional_int(self.max_groups))
+        except ConfigException as e:
+            raise AirflowFailException(str(e)) from None
+        self.log.info("Planned copy %s: %d file(s), %d to copy (%d bytes), %d up to date, %d to delete; "
+                      "%d group(s); plan %s", plan["connector"], plan["files"], plan["to_copy"],
+                      plan["to_copy_bytes"], plan["skipped"], plan["deletes"], len(plan["groups"]), plan["plan_url"])
+        for d in plan["datasets"]:
+            self.log.info("  dataset %s: %d file(s), %d to copy, %d up to date, %d to delete", d["dataset"] or "(root)",
+                          d["files"], d["to_copy"], d["skipped"], d["deletes"])
+        context["ti"].xcom_push(key="plan", value=plan)
+        return plan["groups"]
+
+
+class CopycatCopyPublishOperator(BaseOperator):
+    """Publishes every dataset whose files all copied, each atomically through its
+    write-ahead log, and records the summary (XCom): bytes, files and throughput per
+    dataset and per task, what was reused from staging, what failed. Emits an Airflow
+    Asset event per published dataset (``<target.url>/<dataset>``) through the alias
+    ``copycat/<name>``. Fails, after publishing the others, when a dataset could not be
+    published (its files stay staged for the next run to reuse).
+
+    :param copy_config: the job's config (its secrets open the target). (templated)
+    :param plan_task_id: the plan task. :param run_task_id: the mapped run task.
+    :param name: the job's name (for the outlet alias).
+    """
+
+    template_fields: Sequence[str] = ("copy_config",)
+    ui_color = "#d8f0d8"
+
+    def __init__(self, *, copy_config: dict[str, Any] | str, plan_task_id: str, run_task_id: str, name: str,
+                 **kwargs) -> None:
+        kwargs.setdefault("outlets", [asset_alias(name)])
+        kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+        super().__init__(**kwargs)
+        self.copy_config = copy_config
+        self.plan_task_id = plan_task_id
+        self.run_task_id = run_task_id
+        self.name = name
+
+    def execute(self, context) -> dict[str, Any]:
+        ti = context["ti"]
+        raw = load_connector_config(self.copy_config)
+        connector_secrets(raw)
+        plan = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
+        if not plan:
+            raise AirflowException(f"no plan in XCom of task {self.plan_task_id}")
+        results = ti.xcom_pull(task_ids=self.run_task_id) or []
+        if isinstance(results, dict):
+            results = [results]
+        summary = copy_job.publish_copy(plan, [r for r in results if r], raw)
+        for line in copy_job.summary_lines(summary):
+            self.log.info("%s", line)
+        alias = asset_alias(self.name)
+        if any(getattr(o, "name", None) == alias.name for o in self.outlets):
+            events = context["outlet_events"][alias]
+            target = str(summary["target"]).rstrip("/")
+            for d in summary["datasets"]:
+                if d.get("status") == "published":
+                    uri = f"{target}/{d['dataset']}" if d["dataset"] else target
+                    events.add(Asset(uri=uri, name=uri), extra={
+                        "copy": self.name, "files": d.get("published_files", 0), "bytes": d.get("published_bytes", 0),
+                        "deleted": d.get("deleted", 0)})
+        if summary["status"] != "ok":
+            raise AirflowException("copy failed:\n" + "\n".join(summary["failures"]))
+        return summary
+
+
+def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None = None,
+                    spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                    max_tasks: int | None = None, max_groups: int | None = None, in_process: bool = False,
+                    run_kwargs: dict[str, Any] | None = None) -> TaskGroup:
+    """A task group that runs one copy job: ``plan`` -> ``run`` (mapped: one task instance
+    and one PySpark application per task group) -> ``publish``. Values of ``copy_config``
+    may be templates (``{{ data_interval_start }}``). ``run_kwargs`` go to every run task
+    instance (``retries``, ``pool``...). Use inside ``with DAG(...)``."""
+    raw = load_connector_config(copy_config) if not isinstance(copy_config, dict) else copy_config
+    name = str(load_connector_config(raw).get("name") or group_id or "copy")
+    with TaskGroup(group_id=group_id or name) as group:
+        plan = CopycatCopyPlanOperator(task_id="plan", copy_config=raw, max_tasks=max_tasks, max_groups=max_groups)
+        run = CopycatRunTaskGroupOperator.partial(
+            task_id="run", connector_config=raw, kafka_conn_id=None, spark_conn_id=spark_conn_id,
+            spark_conf=spark_conf, in_process=in_process, **(run_kwargs or {}),
+        ).expand(group=plan.output)
+        publish = CopycatCopyPublishOperator(task_id="publish", copy_config=raw, plan_task_id=plan.task_id,
+                                             run_task_id=run.task_id, name=name)
+        plan >> run >> publish
+        plan >> publish  # publish also runs when nothing needed copying (deletes, leftover logs)
+    return group
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)

@@ -1,0 +1,60 @@
+"""Distcp in real Airflow: a ``copy_task_group`` DAG run with ``dag.test()``."""
+
+from __future__ import annotations
+
+import gzip
+
+
+def test_copy_dag_publishes_datasets_reports_them_and_announces_each(make_copy_dag, run_dag, tmp_path, unique):
+    # Given a source tree of two datasets, one date-partitioned, and a DAG copying it in process
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "orders" / "2026" / "11" / "21").mkdir(parents=True)
+    (src / "orders" / "2026" / "11" / "21" / "a.csv").write_text("id\n1\n")
+    (src / "orders" / "2026" / "11" / "22").mkdir(parents=True)
+    (src / "orders" / "2026" / "11" / "22" / "b.csv").write_text("id\n2\n")
+    (src / "users").mkdir()
+    (src / "users" / "u.json.gz").write_bytes(gzip.compress(b'{"id": 7}\n'))
+    config = {"name": f"mirror-{unique}", "source.url": str(src), "target.url": "{{ params.target }}",
+              "dataset.pattern": "*", "converters": "decompress", "partition.date.format": "%Y/%m/%d",
+              "date.range.start": "{{ params.start }}", "date.range.end": "{{ params.end }}", "tasks.max": 2}
+    dag = make_copy_dag(f"copy_{unique}", config, in_process=True,
+                        params={"target": str(dst), "start": "2026-11-21", "end": "2026-11-22"})
+    # When it runs for the interval [2026-11-21, 2026-11-22)
+    result = run_dag(dag)
+    # Then only the day in the interval is published (undated files are outside every date range)
+    assert result.state == "success", result.log[-3000:]
+    published = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file() and "_copycat" not in p.parts)
+    assert published == ["orders/2026/11/21/a.csv"]
+    summary = result.xcom(f"mirror-{unique}.publish")
+    assert summary["status"] == "ok" and summary["files_copied"] == 1 and summary["published"] == ["orders"]
+    # And the publish task announced the published dataset through the job's alias
+    events = result.asset_events()
+    assert [(e["uri"], e["extra"]["files"], e["aliases"]) for e in events] == [
+        (f"{dst}/orders", 1, [f"copycat/mirror-{unique}"])]
+    assert "dataset orders: published" in result.log
+
+    # When a run covers every date, Then the other day is added and the first one is found up to date
+    result = run_dag(dag, run_conf={"start": "2026-01-01", "end": "2027-01-01"})
+    assert result.state == "success", result.log[-3000:]
+    published = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file() and "_copycat" not in p.parts)
+    assert published == ["orders/2026/11/21/a.csv", "orders/2026/11/22/b.csv"]
+    assert result.xcom(f"mirror-{unique}.publish")["files_skipped"] == 1
+
+
+def test_a_failed_file_fails_the_publish_after_publishing_the_other_datasets(make_copy_dag, run_dag, tmp_path,
+                                                                             unique):
+    # Given two datasets, one holding a corrupt gzip
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "good").mkdir(parents=True)
+    (src / "good" / "g.txt.gz").write_bytes(gzip.compress(b"fine\n"))
+    (src / "bad").mkdir()
+    (src / "bad" / "b.txt.gz").write_bytes(gzip.compress(b"fine\n")[:-6] + b"garbage")
+    (src / "bad" / "ok.txt").write_text("ok\n")
+    config = {"name": f"corrupt-{unique}", "source.url": str(src), "target.url": str(dst), "dataset.pattern": "*",
+              "converters": "decompress"}
+    result = run_dag(make_copy_dag(f"corrupt_{unique}", config, in_process=True))
+    # Then the good dataset is published (decompressed), nothing of the bad one is, and the run fails naming the file
+    assert result.state == "failed"
+    assert (dst / "good" / "g.txt").read_bytes() == b"fine\n"
+    assert not (dst / "bad").exists()
+    assert str(src / "bad" / "b.txt.gz") in result.log

@@ -1,0 +1,115 @@
+"""The whole copy job (plan -> copy -> publish) through ``copycat copy --in-process``: bad inputs fail their
+file set by name and publish nothing of it; other file sets publish; configs are checked first."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+
+import pytest
+
+from airflow_copycat import cli
+
+
+def run(capsys, *argv):
+    capsys.readouterr()
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def tar_bytes(*entries) -> bytes:
+    """A tar of ``(name, data)`` regular files and ``(name, "->", target)`` symlinks."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for entry in entries:
+            info = tarfile.TarInfo(entry[0])
+            if len(entry) == 3:
+                info.type, info.linkname = tarfile.SYMTYPE, entry[2]
+                tar.addfile(info)
+            else:
+                info.size = len(entry[1])
+                tar.addfile(info, io.BytesIO(entry[1]))
+    return buf.getvalue()
+
+
+def make_bad(src, case):
+    """The ``bad`` dataset holding one bad file for ``case``; returns (its path, what the error must say)."""
+    bad = src / "bad"
+    bad.mkdir(parents=True)
+    (bad / "fine.txt").write_text("fine\n")
+    if case == "tar_dotdot":
+        path = bad / "x.tar"
+        path.write_bytes(tar_bytes(("ok.txt", b"ok"), ("../escape.txt", b"evil")))
+        return path, "../escape.txt"
+    if case == "tar_link_escape":
+        path = bad / "x.tar"
+        path.write_bytes(tar_bytes(("ok.txt", b"ok"), ("link", "->", "../../etc/passwd")))
+        return path, "link"
+    if case == "corrupt_gzip":
+        path = bad / "x.txt.gz"
+        path.write_bytes(gzip.compress(b"x" * 1000)[:-8] + b"\0" * 8)
+        return path, ""
+    path = bad / "x.bin"
+    path.write_bytes(b"data that was changed after its checksum was taken")
+    (bad / "x.bin.md5").write_text(hashlib.md5(b"the original data").hexdigest() + "  x.bin\n")
+    return path, "md5"
+
+
+@pytest.mark.parametrize("case", ["tar_dotdot", "tar_link_escape", "corrupt_gzip", "checksum_mismatch"])
+def test_a_bad_file_fails_its_file_set_by_name_and_publishes_nothing_of_it(capsys, tmp_path, case):
+    # Given a good dataset and a bad one
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "good").mkdir(parents=True)
+    (src / "good" / "g.txt").write_text("good\n")
+    bad_file, detail = make_bad(src, case)
+    converters = {"tar_dotdot": "untar", "tar_link_escape": "untar", "corrupt_gzip": "decompress"}.get(case, "")
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "bad", "source.url": str(src), "target.url": str(dst),
+                                  "dataset.pattern": "*", "converters": converters,
+                                  "checksum.sidecar": case == "checksum_mismatch"}))
+    # When it is copied
+    rc, out, err = run(capsys, "copy", config, "--in-process")
+    # Then the run fails, naming the file (and the entry), the good dataset is published and nothing of the bad one
+    assert rc == 1, out + err
+    assert str(bad_file) in out and detail in out
+    assert (dst / "good" / "g.txt").read_text() == "good\n"
+    assert not (dst / "bad").exists() and not (dst / "escape.txt").exists() and not (tmp_path / "escape.txt").exists()
+    # And the bad dataset's good file stays staged: a rerun reuses it, and fails the same way
+    rc, out, err = run(capsys, "copy", config, "--in-process", "--json")
+    summary = json.loads(out)
+    assert rc == 1 and summary["files_reused"] == 1 and summary["not_published"] == ["bad"]
+
+
+def test_every_bad_key_is_named_before_anything_is_listed(capsys, tmp_path):
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "x", "target.url": str(tmp_path / "dst"), "converters": "gunzip,zip",
+                                  "block.split.size": 1000, "tasks.max": 0, "preserve": "perm,colour"}))
+    rc, out, err = run(capsys, "copy", config, "--in-process")
+    assert rc == 1
+    for key in ("source.url", "converters", "tasks.max", "preserve"):
+        assert key in err, err
+    assert not (tmp_path / "dst").exists()
+
+
+def test_copy_then_rerun_copies_only_what_changed_and_deletes_what_went(capsys, tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for name in ("a", "b", "c"):
+        (src / "t" / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / "t" / name).write_text(name * 100)
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "sync", "source.url": str(src), "target.url": str(dst),
+                                  "dataset.pattern": "*", "delete": True}))
+    rc, out, _ = run(capsys, "copy", config, "--in-process", "--json")
+    assert rc == 0 and json.loads(out)["files_copied"] == 3
+    # When one file changes and one is deleted at the source
+    (src / "t" / "a").write_text("changed")
+    (src / "t" / "c").unlink()
+    rc, out, _ = run(capsys, "copy", config, "--in-process", "--json")
+    summary = json.loads(out)
+    # Then only the changed file is copied, the deleted one is deleted, and the target equals the source
+    assert rc == 0 and (summary["files_copied"], summary["files_skipped"], summary["deleted"]) == (1, 1, 1)
+    assert sorted(p.name for p in (dst / "t").iterdir()) == ["a", "b"] and (dst / "t" / "a").read_text() == "changed"
