@@ -113,3 +113,21 @@ def test_copy_then_rerun_copies_only_what_changed_and_deletes_what_went(capsys, 
     # Then only the changed file is copied, the deleted one is deleted, and the target equals the source
     assert rc == 0 and (summary["files_copied"], summary["files_skipped"], summary["deleted"]) == (1, 1, 1)
     assert sorted(p.name for p in (dst / "t").iterdir()) == ["a", "b"] and (dst / "t" / "a").read_text() == "changed"
+
+
+def test_a_large_file_is_copied_as_byte_ranges_by_several_tasks_and_concatenated_at_publish(capsys, tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "big").mkdir(parents=True)
+    data = hashlib.sha256(b"x").digest() * 40000  # 1.28 MB
+    (src / "big" / "blob.bin").write_bytes(data)
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "split", "source.url": str(src), "target.url": str(dst),
+                                  "dataset.pattern": "*", "block.split.size": 300000, "tasks.max": 3}))
+    rc, out, err = run(capsys, "copy", config, "--in-process", "--json")
+    summary = json.loads(out)
+    # Then the 5 ranges were spread over the 3 tasks, and the published file is the source, byte for byte
+    assert rc == 0, out + err
+    assert len(summary["tasks"]) == 3 and all(t["bytes"] > 0 for t in summary["tasks"])
+    assert sum(t["bytes"] for t in summary["tasks"]) == len(data)
+    assert (dst / "big" / "blob.bin").read_bytes() == data
+    assert not list((dst / "_copycat" / "distcp" / "staging").rglob("*.bin"))
