@@ -29,7 +29,8 @@ the writer schema by id (once per id) and, as Confluent's converter does, takes 
 Connect schema version from the schema's version under the subject.
 
 Credentials: ``basic.auth.credentials.source=URL`` (default) takes them from
-``http://user:password@host:8081``, ``USER_INFO`` from ``basic.auth.user.info``
+``http://user:password@host:8081`` (percent-encoded: a raw ``@`` or ``/`` in the user
+info is refused, as it would make the URL name another host), ``USER_INFO`` from ``basic.auth.user.info``
 (``user:password``; also ``schema.registry.basic.auth.user.info``). TLS:
 ``schema.registry.ssl.ca.location``, ``.certificate.location``, ``.key.location``,
 ``.key.password``. (Credentials in the URL are handed to the client as user info, so
@@ -77,8 +78,11 @@ default is rejected, and the converter says so naming the subject.
 
 Other keys: ``connect.meta.data`` (default true: write/read ``connect.*``
 annotations), ``enhanced.avro.schema.support`` (default false: write Avro enums
-back as enums), ``schemas.cache.size`` (default 1000), ``normalize.schemas``
-(default false: ask the registry to normalize on register/lookup).
+back as enums), ``scrub.invalid.names`` (default false: a record, namespace or field
+name Avro does not allow fails the record; true: its invalid characters become ``_``,
+as Confluent's), ``schemas.cache.size`` (default 1000; bounds every cache of schemas,
+ids and headers), ``normalize.schemas`` (default false: ask the registry to normalize
+on register/lookup).
 
 A tombstone is ``None`` both ways: a ``None`` value gives ``None``; ``None`` or
 empty bytes give ``SchemaAndValue(None, None)``. Bytes that are none of the layouts,
@@ -89,6 +93,7 @@ naming the topic and the problem.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import re
@@ -98,7 +103,7 @@ from urllib.parse import unquote
 
 from .config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, one_of
 from .converters import Converter, SchemaAndValue
-from .avro_data import AvroData, AvroWriter, _LRU, _parse, compatibility_problems, schema_json
+from .avro_data import AvroData, AvroWriter, _LRU, _parse, avro_name_problems, compatibility_problems, schema_json
 from .data import Schema, Struct
 from .errors import ConfigException, ConnectException, DataException, RetriableException
 
@@ -163,6 +168,9 @@ CONFIG_DEF = (
     .define("connect.meta.data", ConfigType.BOOLEAN, True, doc="Write and read the connect.* Avro annotations.")
     .define("enhanced.avro.schema.support", ConfigType.BOOLEAN, False,
             doc="Write strings with Avro enum parameters back as Avro enums.")
+    .define("scrub.invalid.names", ConfigType.BOOLEAN, False,
+            doc="Replace characters Avro does not allow in names (record, field, namespace) with _; "
+                "else such a name fails the record.")
     .define("schemas.cache.size", ConfigType.INT, 1000, in_range(0), doc="Schemas cached per cache.")
     .define(EMBEDDED_FORMAT, ConfigType.STRING, "framed", one_of("framed", "container"),
             doc="Without a registry: 'framed' (magic 0xC3 0x53, schema, value) or 'container' "
@@ -171,12 +179,24 @@ CONFIG_DEF = (
             doc="An Avro schema (JSON) every record is resolved onto when read.")
 )
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+# user info runs to the last @ of the URL (a password may hold a raw @ or /): all of it is cut
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:(?!,[a-z][a-z0-9+.-]*://)\S)*@")
 
 
 def _safe_url(url: str) -> str:
     """``url`` without any ``user:password@``."""
     return _USERINFO.sub(r"\1", url)
+
+
+def _user_info(url: str) -> str | None:
+    """What precedes the last ``@`` of an http(s) URL (its ``user:password`` when the URL is
+    well-formed), ``None`` without an ``@``."""
+    m = re.match(r"(?i)https?://", url)
+    if not m:
+        return None
+    rest = url[m.end():]
+    at = rest.rfind("@")
+    return rest[:at] if at >= 0 else None
 
 
 def _zigzag(n: int) -> bytes:
@@ -226,15 +246,17 @@ class _Registry:
     """The Confluent Schema Registry, through confluent-kafka's client, with caches; errors become
     the framework's exceptions with secrets removed."""
 
-    def __init__(self, urls: list[str], conf: Mapping[str, Any], secrets: list[str], normalize: bool):
+    def __init__(self, urls: list[str], conf: Mapping[str, Any], secrets: list[str], normalize: bool,
+                 cache_size: int = 1000):
         self.shown = ", ".join(_safe_url(u) for u in urls)
         self._conf = dict(conf, url=",".join(urls))
-        self._secrets = [s for s in secrets if s]
+        self._secrets = sorted((s for s in secrets if s), key=len, reverse=True)
         self._normalize = normalize
         self._client = None
-        self._ids: dict[tuple[str, str], int] = {}
-        self._schemas: dict[int, str] = {}
-        self._latest: dict[str, tuple[int, str, int | None]] = {}
+        # bounded as schemas.cache.size: (subject, schema text) -> id, id -> text, subject -> latest
+        self._ids = _LRU(cache_size)
+        self._schemas = _LRU(cache_size)
+        self._latest = _LRU(cache_size)
 
     @property
     def client(self):
@@ -267,8 +289,9 @@ class _Registry:
             hit = self._call(lambda: self.client.register_schema(subject, self._schema(text), self._normalize),
                              "registering the schema", subject)
             log.info("schema registry %s: subject %s has the Avro schema as id %s", self.shown, subject, hit)
-            self._ids[key] = hit
-            self._schemas.setdefault(hit, text)
+            self._ids.put(key, hit)
+            if self._schemas.get(hit) is None:
+                self._schemas.put(hit, text)
         return hit
 
     def lookup(self, subject: str, text: str) -> int:
@@ -277,15 +300,17 @@ class _Registry:
         if hit is None:
             found = self._call(lambda: self.client.lookup_schema(subject, self._schema(text), self._normalize),
                                "looking the schema up", subject, auto_register_off=True)
-            hit = self._ids[key] = found.schema_id
+            hit = found.schema_id
+            self._ids.put(key, hit)
         return hit
 
     def latest(self, subject: str) -> tuple[int, str, int | None]:
         hit = self._latest.get(subject)
         if hit is None:
             found = self._call(lambda: self.client.get_latest_version(subject), "reading the latest schema", subject)
-            hit = self._latest[subject] = (found.schema_id, found.schema.schema_str, found.version)
-            self._schemas.setdefault(found.schema_id, found.schema.schema_str)
+            hit = self._latest.put(subject, (found.schema_id, found.schema.schema_str, found.version))
+            if self._schemas.get(found.schema_id) is None:
+                self._schemas.put(found.schema_id, found.schema.schema_str)
         return hit
 
     def schema(self, schema_id: int) -> str:
@@ -296,7 +321,8 @@ class _Registry:
             if (found.schema_type or "AVRO").upper() != "AVRO":
                 raise DataException(f"schema id {schema_id} in the schema registry {self.shown} is a "
                                     f"{found.schema_type} schema, not Avro: use the converter for that format")
-            hit = self._schemas[schema_id] = found.schema_str
+            hit = found.schema_str
+            self._schemas.put(schema_id, hit)
         return hit
 
     def version(self, subject: str, text: str) -> int | None:
@@ -378,9 +404,9 @@ class AvroConverter(Converter):
         self._strategy = "TopicNameStrategy"
         self._container = False
         self._reader_schema: str | None = None
-        self._headers: dict[str, bytes] = {}
+        self._headers = _LRU(1000)  # schema text -> the framed/container header
         self._readers = _LRU(1000)
-        self._latest_checked: dict[tuple[str, str], Any] = {}
+        self._latest_checked = _LRU(1000)  # (subject, schema text) -> (latest id, its parsed schema)
 
     @staticmethod
     def config() -> ConfigDef:
@@ -394,6 +420,13 @@ class AvroConverter(Converter):
         for url in urls:
             if not re.match(r"(?i)https?://", url):
                 problems.append(ConfigProblem(SCHEMA_REGISTRY_URL, _safe_url(url), "must be an http:// or https:// URL"))
+            info = _user_info(url)
+            if info is not None and any(c in info for c in "@/?#"):
+                # the URL would name another host and the password would show in it: never echo it
+                problems.append(ConfigProblem(
+                    SCHEMA_REGISTRY_URL, _safe_url(url), "its user info holds a raw '@', '/', '?' or '#': "
+                    "percent-encode them in the user name and password (@ as %40, / as %2F, ? as %3F, # as %23, "
+                    f": in a user name as %3A), or set {CREDENTIALS_SOURCE}=USER_INFO and {USER_INFO}"))
         source = str(values.get(CREDENTIALS_SOURCE) or "URL").upper()
         user_info = values.get(USER_INFO) or values.get(SR_USER_INFO)
         if source == "SASL_INHERIT":
@@ -406,7 +439,12 @@ class AvroConverter(Converter):
         reader_schema = values.get(READER_SCHEMA)
         if reader_schema:
             try:
-                _parse(json.loads(reader_schema) if reader_schema.strip()[:1] in ("{", "[", '"') else reader_schema)
+                parsed = json.loads(reader_schema) if reader_schema.strip()[:1] in ("{", "[", '"') else reader_schema
+                names = avro_name_problems(parsed)
+                if names:
+                    raise DataException("; ".join(names))
+                _parse(parsed)
+                AvroData().to_connect_schema(parsed)  # it must also have a Connect form (no recursion, ...)
             except (ValueError, DataException) as e:
                 problems.append(ConfigProblem(READER_SCHEMA, reader_schema[:80], f"is not an Avro schema: {e}"))
             if values.get(USE_LATEST) and urls:
@@ -418,7 +456,8 @@ class AvroConverter(Converter):
         self._is_key = is_key
         cache = values["schemas.cache.size"]
         self._data = AvroData(connect_meta_data=values["connect.meta.data"],
-                              enhanced_schema_support=values["enhanced.avro.schema.support"], cache_size=cache)
+                              enhanced_schema_support=values["enhanced.avro.schema.support"],
+                              scrub_invalid_names=values["scrub.invalid.names"], cache_size=cache)
         self._readers = _LRU(cache)
         self._auto_register = values[AUTO_REGISTER]
         self._use_latest = values[USE_LATEST]
@@ -428,8 +467,8 @@ class AvroConverter(Converter):
         self._container = values[EMBEDDED_FORMAT].lower() == "container"
         self._reader_schema = schema_json(json.loads(reader_schema)) if reader_schema and \
             reader_schema.strip()[:1] in ("{", "[", '"') else (reader_schema or None)
-        self._headers = {}
-        self._latest_checked = {}
+        self._headers = _LRU(cache)
+        self._latest_checked = _LRU(cache)
         if urls:
             conf: dict[str, Any] = {k: values[k] for k in ("max.retries", "retries.wait.ms", "retries.max.wait.ms")}
             secrets = []
@@ -446,16 +485,16 @@ class AvroConverter(Converter):
                 log.warning("%s is set but %s is URL: the credentials in the URL are used, %s is ignored "
                             "(set %s=USER_INFO to use it)", USER_INFO, CREDENTIALS_SOURCE, USER_INFO, CREDENTIALS_SOURCE)
             for url in urls:
-                m = re.match(r"(?i)https?://([^/@\s]*)@", url)
-                if m:
-                    secrets += [m.group(1), m.group(1).partition(":")[2], unquote(m.group(1).partition(":")[2])]
+                info = _user_info(url)
+                if info:
+                    secrets += [info, info.partition(":")[2], unquote(info.partition(":")[2])]
                     if source == "URL" and "basic.auth.user.info" not in conf:
                         # handed to the client as user info: its HTTP library logs request URLs
-                        user, _, password = m.group(1).partition(":")
+                        user, _, password = info.partition(":")
                         conf["basic.auth.user.info"] = f"{unquote(user)}:{unquote(password)}"
             if "basic.auth.user.info" in conf:
                 urls = [_safe_url(u) for u in urls]
-            self._registry = _Registry(urls, conf, [s for s in secrets if len(s) >= 3], values[NORMALIZE])
+            self._registry = _Registry(urls, conf, [s for s in secrets if len(s) >= 3], values[NORMALIZE], cache)
         else:
             self._registry = None
 
@@ -507,14 +546,14 @@ class AvroConverter(Converter):
             if problems:
                 raise DataException(f"{USE_LATEST}: the latest schema of subject {subject!r} (id {schema_id}) "
                                     f"cannot hold this record's schema: {'; '.join(problems)}")
-            hit = self._latest_checked[key] = (schema_id, _parse(json.loads(text)))
+            hit = self._latest_checked.put(key, (schema_id, _parse(json.loads(text))))
         return hit
 
     def _embedded_header(self, writer: AvroWriter) -> bytes:
         hit = self._headers.get(writer.schema_json)
         if hit is None:
             raw = writer.schema_json.encode("utf-8")
-            hit = self._headers[writer.schema_json] = FRAMED_MAGIC + _zigzag(len(raw)) + raw
+            hit = self._headers.put(writer.schema_json, FRAMED_MAGIC + _zigzag(len(raw)) + raw)
         return hit
 
     def _container_bytes(self, writer: AvroWriter, body: bytes) -> bytes:
@@ -529,7 +568,7 @@ class AvroConverter(Converter):
             for k, v in meta:
                 head += _zigzag(len(k)) + k + _zigzag(len(v)) + v
             head += _zigzag(0)
-            header = self._headers[key] = (bytes(head) + sync, sync)
+            header = self._headers.put(key, (bytes(head) + sync, sync))
         head, sync = header
         return head + _zigzag(1) + _zigzag(len(body)) + body + sync
 
@@ -643,18 +682,9 @@ class AvroConverter(Converter):
 
     @staticmethod
     def _read_one(reader, block: bytes, offset: int):
-        import io
-
-        from fastavro import schemaless_reader
-
         buf = io.BytesIO(block)
         buf.seek(offset)
-        try:
-            datum = schemaless_reader(buf, reader.writer_parsed, reader.reader_parsed,
-                                      return_record_name=True, return_record_name_override=True)
-        except Exception as e:  # noqa: BLE001 - corrupt bytes raise all kinds
-            raise DataException(f"bytes are not Avro of the writer schema ({type(e).__name__}: {e})") from None
-        return reader.convert(datum), buf.tell()
+        return reader.read_from(buf), buf.tell()
 
 
 def _record_name(avro_schema: Any) -> str | None:

@@ -25,17 +25,24 @@ Time                     ``int``, ``"logicalType": "time-millis"``
 Timestamp                ``long``, ``"logicalType": "timestamp-millis"``
 Decimal                  ``bytes``, ``"logicalType": "decimal"``, ``"scale"`` and ``"precision"``
                          (the parameter ``connect.decimal.precision``, else 64)
+named bytes with         ``fixed`` of that name and size (a Decimal: named by the parameter
+``connect.fixed.size``   ``connect.fixed.name``, else ``...connect.data.Decimal``)
 name, version, doc,      ``"connect.name"``, ``"connect.version"``, ``"connect.doc"``,
 parameters               ``"connect.parameters"`` (a JSON object of strings); parameters whose
                          key starts with ``avro`` are also copied as Avro properties
 struct ``io.confluent.   a union of its fields' schemas (Avro unions other than ``[null, T]``
-connect.avro.Union``     read as such a struct, one optional field per branch)
+connect.avro.Union``     read as such a struct, one optional field per branch, named by the
+                         branch's type, or its name for a record, enum or fixed); a value is
+                         written in the branch of its first non-null field and read into the
+                         field of the branch it was written in
 no schema                ``io.confluent.connect.avro.Anything`` (Confluent's schemaless record)
 =======================  ======================================================================
 
 Reading Avro that Connect did not write: ``enum`` becomes ``string`` with the
 parameters ``io.confluent.connect.avro.Enum`` (full name) and
-``io.confluent.connect.avro.Enum.<symbol>``; ``fixed`` becomes ``bytes``; a
+``io.confluent.connect.avro.Enum.<symbol>``; ``fixed`` becomes ``bytes`` named by the
+fixed's full name with the parameter ``connect.fixed.size`` (so it is written back as
+that ``fixed``); a decimal's scale defaults to 0, as the spec says; a
 record's and its fields' ``doc`` become the parameters
 ``io.confluent.connect.avro.record.doc`` / ``...field.doc.<field>``; a field
 default without ``connect.default`` becomes the Connect default plus the
@@ -53,13 +60,26 @@ schema become ``ConnectDefault``, ``ConnectDefault2``, ... (``MapEntry``,
 ``MapEntry2``, ...; both read back as unnamed) instead of "Can't redefine";
 an optional struct with a non-null default is ``[record, "null"]``; a
 non-string-keyed map's field default is written as Avro requires (an array of
-``{"key":…, "value":…}``).
+``{"key":…, "value":…}``); a decimal on a ``fixed`` reads as Decimal, its fixed's name
+kept in the parameter ``connect.fixed.name`` (Java fails: "Mismatched names"), and is
+written sign-extended to the fixed's size; a union with an enum branch and a string
+branch writes the enum as an Avro ``enum`` even without enhanced support (Java would
+write two ``string`` branches, which Avro refuses); a named type used with different
+field defaults is defined once (those defaults are the fields'). Names Avro does not
+allow (``my-field``, ``1st``, ``com.ex.my-record``) raise :class:`DataException`, as
+Java's Avro refuses them (it checks names, not namespaces, and takes non-ASCII letters);
+``scrub.invalid.names`` replaces invalid characters with ``_`` as Confluent does. A struct without namespace used twice inside a
+namespaced one is referred to by its bare name, as Java writes it: the spec reads that
+name in the enclosing namespace, Java's Avro (and this module) falls back to the
+type without namespace, but spec-strict readers (fastavro, Python's ``avro``) refuse
+the schema -- give such structs a namespace.
 
 Values: :meth:`AvroData.writer` compiles, once per Connect schema, what turns a
 Connect value into the bytes of Avro's binary encoding (logical values as
 Kafka Connect defines them: :class:`~.data.Date` days, :class:`~.data.Time` ms,
 :class:`~.data.Timestamp` ms, :class:`~.data.Decimal` big-endian unscaled
-bytes); :meth:`AvroData.reader` compiles, once per writer (and reader) schema,
+bytes; a union's value as fastavro's ``(branch name, datum)``, so that the branch
+written is the value's); :meth:`AvroData.reader` compiles, once per writer (and reader) schema,
 the inverse, resolving the writer's data onto a reader schema when one is given
 (Avro schema resolution: added fields take their defaults, removed fields are
 skipped, ``int`` widens to ``long``, ...). Encoding and decoding run in
@@ -69,6 +89,7 @@ record costs one dictionary lookup plus the encoding itself.
 
 from __future__ import annotations
 
+import decimal as _decimal
 import io
 import json
 import re
@@ -76,7 +97,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from .data import Date, Decimal, Field, Schema, Struct, Time, Timestamp, Type
+from .data import Date, Decimal, Field, Schema, Struct, Time, Timestamp, Type, validate_value
 from .errors import DataException
 
 __all__ = ["AvroData", "AvroWriter", "AvroReader", "ANYTHING_SCHEMA", "schema_json", "compatibility_problems"]
@@ -103,6 +124,8 @@ AVRO_TYPE_UNION = NAMESPACE + ".Union"
 AVRO_TYPE_ENUM = NAMESPACE + ".Enum"
 AVRO_TYPE_ANYTHING = NAMESPACE + ".Anything"
 CONNECT_AVRO_DECIMAL_PRECISION_PROP = "connect.decimal.precision"
+CONNECT_AVRO_FIXED_SIZE_PROP = "connect.fixed.size"
+CONNECT_AVRO_FIXED_NAME_PROP = "connect.fixed.name"  # ours: the name of a decimal's fixed (see the module doc)
 DECIMAL_PRECISION_DEFAULT = 64
 
 _DEFAULT_NAME = re.compile(re.escape(DEFAULT_SCHEMA_FULL_NAME) + r"\d*")
@@ -151,11 +174,16 @@ class _LRU:
         self._lock = threading.Lock()
 
     def get(self, key):
-        with self._lock:
-            hit = self._d.get(key)
-            if hit is not None:
-                self._d.move_to_end(key)
-            return hit
+        # no lock: OrderedDict's get and move_to_end are each atomic under the GIL, and a key
+        # evicted in between is just a miss
+        d = self._d
+        hit = d.get(key)
+        if hit is not None:
+            try:
+                d.move_to_end(key)
+            except KeyError:
+                pass
+        return hit
 
     def put(self, key, value):
         if self.size > 0:
@@ -176,37 +204,131 @@ class _Named(dict):
     __slots__ = ("connect",)
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # the spec's (and scrub.invalid.names') rule
+_NAME_RULE = "an Avro name starts with a letter or _ and holds only letters, digits and _"
+
+
+def _valid_name(name: Any) -> bool:
+    """Java's Avro rule for a name (the part after the last dot), a field name and an enum symbol:
+    a letter or ``_``, then letters, digits or ``_`` (letters and digits as Java's Character.isLetter
+    and isDigit: not only ASCII). Java does not check namespaces, nor does this."""
+    return (isinstance(name, str) and bool(name) and (name[0].isalpha() or name[0] == "_")
+            and all(c.isalpha() or c.isdecimal() or c == "_" for c in name[1:]))
+
+
+def _scrub_name(name: str) -> str:
+    """Confluent's ``scrub.invalid.names``: ``name`` URL-encoded as Java's URLEncoder does, every
+    character still invalid in an Avro name replaced with ``_``, and an ``x`` before a leading digit."""
+    if _NAME.fullmatch(name) or not name:
+        return name
+    out = []
+    for ch in name:
+        if ch.isascii() and (ch.isalnum() or ch in ".-*_"):
+            out.append(ch)
+        elif ch == " ":
+            out.append("+")
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    encoded = "".join(out)
+    if encoded[0].isdigit():
+        encoded = "x" + encoded
+    return re.sub(r"[^A-Za-z0-9_]", "_", encoded)
+
+
+def _scrub_full_name(full: str) -> str:
+    return ".".join(_scrub_name(part) for part in full.split("."))
+
+
+def _check_full_name(full: str, what: str) -> None:
+    short = full.rpartition(".")[2]
+    if not _valid_name(short):
+        raise DataException(f"{what} {full!r} is not a valid Avro name ({short!r}: {_NAME_RULE}); rename it, or "
+                            "set scrub.invalid.names=true to replace the invalid characters with _")
+    if full in _PRIMITIVES:
+        raise DataException(f"{what} {full!r} is an Avro primitive type's: Avro names no type after a primitive")
+
+
+def _def_key(schema: Schema) -> Schema:
+    """What decides a named type's definition: the schema, required, without a default that came
+    from an Avro field default (that default is the field's, not the type's)."""
+    if schema.optional:
+        schema = schema.copy(optional=False)
+    params = schema.parameters
+    if schema.default is not None and AVRO_FIELD_DEFAULT_FLAG_PROP in params:
+        schema = schema.copy(default=None, parameters={k: v for k, v in params.items()
+                                                       if k != AVRO_FIELD_DEFAULT_FLAG_PROP})
+    return schema
+
+
+def _int_param(schema: Schema, key: str) -> int:
+    value = schema.parameters.get(key)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DataException(f"{schema.name or schema.type.value} schema: parameter {key!r} must be an integer, "
+                            f"not {value!r:.40}") from None
+
+
+def _branch_name(member: Any) -> str:
+    """How fastavro's tuple notation names a union branch: a named type by full name, others by type."""
+    if isinstance(member, _Named):
+        return member["name"]
+    return member["type"]
+
+
 class _FromConnect:
-    """One conversion of a Connect schema: names defined so far (Avro defines each once)."""
+    """One conversion of a Connect schema: names defined so far (Avro defines each once), and the
+    branch names of every union (for writing values by branch)."""
 
     def __init__(self, data: "AvroData"):
         self.data = data
+        self.scrub = data.scrub_invalid_names
         self.by_name: dict[str, _Named] = {}
         self.by_schema: dict[Schema, _Named] = {}
+        self.unions: dict[Schema, list[str]] = {}
+
+    def avro_name(self, name: str, owner: str | None = None) -> str:
+        """A field name as Avro gets it: scrubbed with ``scrub.invalid.names``, else checked."""
+        if self.scrub:
+            return _scrub_name(name)
+        if _valid_name(name):
+            return name
+        of = f" of {owner!r}" if owner else ""
+        raise DataException(f"field name {name!r}{of} is not a valid Avro name ({_NAME_RULE}); rename it, or set "
+                            "scrub.invalid.names=true to replace the invalid characters with _")
 
     def named(self, connect: Schema, full: str, build: Callable[[str], _Named], default_kind: str | None) -> _Named:
         """The named type for ``connect`` called ``full``: the one built before for an equal
         schema, or a new one. Clashing default names are numbered; other clashes fail."""
-        hit = self.by_schema.get(connect)
+        key = _def_key(connect)
+        hit = self.by_schema.get(key)
         if hit is not None:
             return hit
+        if self.scrub:
+            full = _scrub_full_name(full)
+        _check_full_name(full, "the name")
         if full in self.by_name:
             if default_kind is None:
                 raise DataException(
                     f"two different schemas are both named {full!r}; Avro defines a name once per schema: "
                     "give them different names")
+            base = re.sub(r"\d+$", "", full)
             n = 2
-            while f"{full}{n}" in self.by_name:
+            while f"{base}{n}" in self.by_name:
                 n += 1
-            full = f"{full}{n}"
+            full = f"{base}{n}"
         self.by_name[full] = None  # reserved: types nested in this one must not take its name
         node = build(full)
         node.connect = connect
         self.by_name[full] = node
-        self.by_schema[connect] = node
+        self.by_schema[key] = node
         return node
 
-    def convert(self, schema: Schema, ignore_optional: bool = False) -> Any:
+    def convert(self, schema: Schema, ignore_optional: bool = False, as_enum: bool = False,
+                default_name: str | None = None) -> Any:
+        """The Avro schema of ``schema`` (built, named types as :class:`_Named`). ``as_enum``: a
+        string with Avro enum parameters is an enum; ``default_name``: the name an unnamed struct
+        takes if free (else ``ConnectDefault``, numbered)."""
         data = self.data
         t = schema.type
         name = schema.name
@@ -216,10 +338,13 @@ class _FromConnect:
         if t is Type.INT8 or t is Type.INT16:
             connect_type = t.value
             base = {"type": "int"}
-        elif t is Type.STRING and data.enhanced_schema_support and AVRO_TYPE_ENUM in params:
+        elif t is Type.STRING and (data.enhanced_schema_support or as_enum) and AVRO_TYPE_ENUM in params:
             enum_name = params[AVRO_TYPE_ENUM]
             short = _split(enum_name)[1]
             symbols = [v for k, v in params.items() if k.startswith(AVRO_TYPE_ENUM + ".")]
+            bad = [s for s in symbols if not _valid_name(s)]
+            if bad:
+                raise DataException(f"enum {enum_name!r}: symbol {bad[0]!r} is not a valid Avro name ({_NAME_RULE})")
 
             def build_enum(full):
                 node = _Named(type="enum", name=full)
@@ -231,12 +356,28 @@ class _FromConnect:
                 self.metadata(schema, node, None)
                 return node
 
-            base = self.named(schema.copy(optional=False), enum_name, build_enum, None)
+            base = self.named(schema, enum_name, build_enum, None)
+        elif t is Type.BYTES and name is not None and CONNECT_AVRO_FIXED_SIZE_PROP in params:
+            size = _int_param(schema, CONNECT_AVRO_FIXED_SIZE_PROP)
+            if size < 0:
+                raise DataException(f"{name} schema: parameter {CONNECT_AVRO_FIXED_SIZE_PROP!r} must not be negative")
+            decimal = name == Decimal.LOGICAL_NAME
+
+            def build_fixed(full):
+                node = _Named(type="fixed", name=full)
+                node["size"] = size
+                if decimal:
+                    node["scale"] = Decimal.scale(schema)
+                    node["precision"] = self.precision(schema)
+                self.metadata(schema, node, None)
+                return node
+
+            base = self.named(schema, params.get(CONNECT_AVRO_FIXED_NAME_PROP) or name, build_fixed, None)
         elif t in _TYPE_NAMES and t not in (Type.ARRAY, Type.MAP):
             base = {"type": _TYPE_NAMES[t]}
             if t is Type.BYTES and name == Decimal.LOGICAL_NAME:
                 base["scale"] = Decimal.scale(schema)
-                base["precision"] = int(params.get(CONNECT_AVRO_DECIMAL_PRECISION_PROP, DECIMAL_PRECISION_DEFAULT))
+                base["precision"] = self.precision(schema)
         elif t is Type.ARRAY:
             base = {"type": "array", "items": self.convert(schema.value_schema)}
         elif t is Type.MAP:
@@ -257,33 +398,71 @@ class _FromConnect:
                 base = {"type": "array", "items": self.named(entry_key, full, build_entry, None if name else "MapEntry")}
         else:  # STRUCT
             if name == AVRO_TYPE_UNION:
-                members = ["null"] if schema.optional else []
-                members += [self.convert(f.schema.copy(optional=False) if f.schema.optional else f.schema, True)
-                            for f in schema.fields]
-                return members
+                return self.union(schema)
             if schema.optional:
                 inner = self.convert(schema.copy(optional=False))
                 if ignore_optional:
                     return inner
                 return [inner, "null"] if schema.default is not None else ["null", inner]
-            full = name or DEFAULT_SCHEMA_FULL_NAME
+            full = name or default_name or DEFAULT_SCHEMA_FULL_NAME
 
             def build_record(full_name):
                 node = _Named(type="record", name=full_name)
                 if params.get(AVRO_RECORD_DOC_PROP) is not None:
                     node["doc"] = params[AVRO_RECORD_DOC_PROP]
-                node["fields"] = [self.field(f.name, f.schema, params.get(AVRO_FIELD_DOC_PREFIX_PROP + f.name))
-                                  for f in schema.fields]
+                fields = []
+                seen: dict[str, str] = {}
+                for f in schema.fields:
+                    avro_name = self.avro_name(f.name, full_name)
+                    if avro_name in seen:
+                        raise DataException(f"fields {seen[avro_name]!r} and {f.name!r} of {full_name!r} are both "
+                                            f"{avro_name!r} in Avro")
+                    seen[avro_name] = f.name
+                    fields.append(self.field(avro_name, f.schema, params.get(AVRO_FIELD_DOC_PREFIX_PROP + f.name)))
+                node["fields"] = fields
                 self.metadata(schema, node, None)
                 return node
 
             return self.named(schema, full, build_record, None if name else "ConnectDefault")
 
-        if not isinstance(base, _Named):  # (an enum got its metadata where it is defined)
+        if not isinstance(base, _Named):  # (named types got their metadata where they are defined)
             self.metadata(schema, base, connect_type)
         if schema.optional and not ignore_optional:
             return [base, "null"] if schema.default is not None else ["null", base]
         return base
+
+    def precision(self, schema: Schema) -> int:
+        if CONNECT_AVRO_DECIMAL_PRECISION_PROP not in schema.parameters:
+            return DECIMAL_PRECISION_DEFAULT
+        return _int_param(schema, CONNECT_AVRO_DECIMAL_PRECISION_PROP)
+
+    def union(self, schema: Schema) -> list:
+        """Confluent's union struct as the Avro union of its fields' schemas. Branch names are kept
+        in ``unions``. Without enhanced support an enum branch is written as an enum all the same
+        when another branch is a string (a union cannot hold two strings)."""
+        fields = schema.fields
+        strings = sum(1 for f in fields if f.schema.type is Type.STRING)
+        members: list[Any] = ["null"] if schema.optional else []
+        names: dict[str, str] = {"null": "null"} if schema.optional else {}
+        branches = []
+        for f in fields:
+            fs = f.schema.copy(optional=False) if f.schema.optional else f.schema
+            if fs.type is Type.STRUCT and fs.name == AVRO_TYPE_UNION:
+                raise DataException(f"union field {f.name!r} is itself a union; Avro unions cannot hold unions")
+            # a branch read from an unnamed struct's record keeps its name (ConnectDefault2, ...), so the
+            # union written back has the records it was read with
+            hint = f"{NAMESPACE}.{f.name}" if fs.type is Type.STRUCT and _DEFAULT_NAME.fullmatch(
+                f"{NAMESPACE}.{f.name}") else None
+            member = self.convert(fs, True, as_enum=strings > 1, default_name=hint)
+            branch = _branch_name(member)
+            if branch in names:
+                raise DataException(f"union fields {names[branch]!r} and {f.name!r} are both Avro {branch!r}; an "
+                                    "Avro union holds one branch per type (and per name)")
+            names[branch] = f.name
+            members.append(member)
+            branches.append(branch)
+        self.unions[schema] = branches
+        return members
 
     def metadata(self, schema: Schema, node: dict, connect_type: str | None) -> None:
         """Confluent's annotations of ``node`` (never a union): Connect metadata, logical types,
@@ -299,7 +478,8 @@ class _FromConnect:
             if shown:
                 node[CONNECT_PARAMETERS_PROP] = shown
             if schema.default is not None and AVRO_FIELD_DEFAULT_FLAG_PROP not in params:
-                node[CONNECT_DEFAULT_VALUE_PROP] = _default_json(schema, schema.default, connect_form=True)
+                node[CONNECT_DEFAULT_VALUE_PROP] = _default_json(schema, schema.default, connect_form=True,
+                                                                 name_of=self.avro_name)
             if name is not None:
                 node[CONNECT_NAME_PROP] = name
             if connect_type is not None:
@@ -323,15 +503,16 @@ class _FromConnect:
         if doc is not None:
             node["doc"] = doc
         if schema.default is not None:
-            node["default"] = _default_json(schema, schema.default, connect_form=False)
+            node["default"] = _default_json(schema, schema.default, connect_form=False, name_of=self.avro_name)
         elif schema.optional:
             node["default"] = None
         return node
 
 
-def _default_json(schema: Schema, value: Any, *, connect_form: bool) -> Any:
+def _default_json(schema: Schema, value: Any, *, connect_form: bool, name_of: Callable[[str], str] = str) -> Any:
     """A Connect default as Avro JSON (Confluent's ``defaultValueFromConnect``). ``connect_form``:
-    a non-string-keyed map as ``[[k, v], ...]`` (``connect.default``), else as Avro requires."""
+    a non-string-keyed map as ``[[k, v], ...]`` (``connect.default``), else as Avro requires.
+    ``name_of``: a struct field's Avro name."""
     if value is None:
         return None
     name = schema.name
@@ -342,23 +523,27 @@ def _default_json(schema: Schema, value: Any, *, connect_form: bool) -> Any:
     if name == Timestamp.LOGICAL_NAME:
         return Timestamp.from_logical(value)
     if name == Decimal.LOGICAL_NAME:
-        return Decimal.from_logical(schema, value).decode("latin-1")
+        return _decimal_bytes(schema)(value).decode("latin-1")
     t = schema.type
     if t is Type.BYTES:
         return bytes(value).decode("latin-1")
     if t is Type.ARRAY:
-        return [_default_json(schema.value_schema, v, connect_form=connect_form) for v in value]
+        return [_default_json(schema.value_schema, v, connect_form=connect_form, name_of=name_of) for v in value]
     if t is Type.MAP:
         ks, vs = schema.key_schema, schema.value_schema
         if ks.type is Type.STRING and not ks.optional:
-            return {k: _default_json(vs, v, connect_form=connect_form) for k, v in value.items()}
+            return {k: _default_json(vs, v, connect_form=connect_form, name_of=name_of) for k, v in value.items()}
         if connect_form:
-            return [[_default_json(ks, k, connect_form=True), _default_json(vs, v, connect_form=True)]
-                    for k, v in value.items()]
-        return [{KEY_FIELD: _default_json(ks, k, connect_form=False), VALUE_FIELD: _default_json(vs, v, connect_form=False)}
-                for k, v in value.items()]
+            return [[_default_json(ks, k, connect_form=True, name_of=name_of),
+                     _default_json(vs, v, connect_form=True, name_of=name_of)] for k, v in value.items()]
+        return [{KEY_FIELD: _default_json(ks, k, connect_form=False, name_of=name_of),
+                 VALUE_FIELD: _default_json(vs, v, connect_form=False, name_of=name_of)} for k, v in value.items()]
     if t is Type.STRUCT:
-        return {f.name: _default_json(f.schema, value.get(f.name), connect_form=connect_form) for f in schema.fields}
+        if name == AVRO_TYPE_UNION:  # a union's default is its first non-null field's value, as Avro's
+            return next((_default_json(f.schema, value.get(f.name), connect_form=connect_form, name_of=name_of)
+                         for f in schema.fields if value.get(f.name) is not None), None)
+        return {name_of(f.name): _default_json(f.schema, value.get(f.name), connect_form=connect_form, name_of=name_of)
+                for f in schema.fields}
     if t in (Type.FLOAT32, Type.FLOAT64):
         return float(value)
     return value
@@ -468,12 +653,10 @@ class _ToConnect:
             t = Type.BOOLEAN
         elif kind in ("bytes", "fixed"):
             t = Type.BYTES
-            if kind == "fixed":
-                full, _ = self.define(node, space)
             if logical == "decimal":
-                scale = node.get("scale", 0 if kind == "fixed" else None)
+                scale = node.get("scale", 0)  # the spec's (and Confluent's) default
                 if not isinstance(scale, int) or isinstance(scale, bool):
-                    raise DataException("Avro decimal: scale must be specified and must be a number")
+                    raise DataException(f"Avro decimal: scale must be a JSON integer, not {scale!r:.40}")
                 params["scale"] = str(scale)
                 name = Decimal.LOGICAL_NAME
                 args["version"] = 1
@@ -483,6 +666,12 @@ class _ToConnect:
                         raise DataException("Avro decimal: precision must be a JSON integer")
                     if precision != DECIMAL_PRECISION_DEFAULT:
                         params[CONNECT_AVRO_DECIMAL_PRECISION_PROP] = str(precision)
+            if kind == "fixed":
+                full, _ = self.define(node, space)
+                size = node.get("size")
+                if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                    raise DataException(f"Avro fixed {full!r}: size must be a non-negative JSON integer")
+                params[CONNECT_AVRO_FIXED_SIZE_PROP] = str(size)
         elif kind == "double":
             t = Type.FLOAT64
         elif kind == "float":
@@ -594,8 +783,12 @@ class _ToConnect:
                 raise DataException(f"Mismatched names: {name!r} from the logical type differs from name "
                                     f"{connect_name!r} in the Avro schema")
             name = connect_name
-        elif kind in ("record", "error", "enum"):
+        elif kind in ("record", "error", "enum", "fixed") and name is None:
             name = full
+        if kind == "fixed" and name != full and full != Decimal.LOGICAL_NAME:
+            # a decimal's Connect name is Decimal's: the fixed keeps its own name in a parameter, so that
+            # writing the schema back defines the same fixed (Confluent fails with "Mismatched names")
+            params[CONNECT_AVRO_FIXED_NAME_PROP] = full
         if name is not None and _DEFAULT_NAME.fullmatch(name):
             name = None
         schema = Schema(t, optional=force_optional, name=name, parameters=params or None, fields=fields,
@@ -636,7 +829,7 @@ class _ToConnect:
         if isinstance(node, list):
             raise DataException("Avro unions cannot contain unions")
         kind = node.get("type")
-        if kind in ("record", "error", "enum"):
+        if kind in ("record", "error", "enum", "fixed"):
             name = node["name"]
             if "." not in name:
                 ns = node["namespace"] if "namespace" in node else space
@@ -715,6 +908,19 @@ def _default_from_avro(schema: Schema, node: Any, value: Any, ctx: _ToConnect) -
 
 # ---------------------------------------------------------------- values
 
+_fastavro_module = None
+
+
+def _fastavro():
+    """fastavro, imported once (on first use: importing this module does not need it)."""
+    global _fastavro_module
+    if _fastavro_module is None:
+        import fastavro
+
+        _fastavro_module = fastavro
+    return _fastavro_module
+
+
 def _strip_logical(node: Any) -> Any:
     """A copy of an Avro schema without ``logicalType`` (the binary encoding is the same): fastavro
     then reads and writes the primitive values, which the compiled converters map as Connect does."""
@@ -726,18 +932,405 @@ def _strip_logical(node: Any) -> Any:
     return node
 
 
-def _parse(avro_schema: Any):
-    import fastavro
+def _resolve(node: Any, space: str | None, names: dict) -> tuple[Any, str | None]:
+    """``(definition, its namespace)`` of what ``node`` stands for: a reference resolved (a name
+    without a dot in the enclosing namespace, else -- as Java's Avro does -- without namespace),
+    ``{"type": <schema>}`` unwrapped; any other node as it is."""
+    while True:
+        if isinstance(node, str) and node not in _PRIMITIVES:
+            full = node if "." in node or not space else f"{space}.{node}"
+            if full not in names and node in names:
+                full = node
+            if full not in names:
+                raise DataException(f"Avro schema refers to unknown type {node!r}")
+            node, space = names[full]
+        elif isinstance(node, dict) and (isinstance(node.get("type"), (dict, list)) or (
+                isinstance(node.get("type"), str) and node["type"] not in _PRIMITIVES and node["type"] not in _COMPLEX)):
+            node = node["type"]
+        else:
+            return node, space
 
+
+def _null_namespace_refs(schema: Any) -> list[tuple[str, str]]:
+    """References that only Java's lenient lookup resolves: a name without a dot, used inside a
+    namespace ``ns``, for a type defined without namespace (``ns.Name`` not being defined).
+    ``[(ns.Name, Name), ...]``; the Avro spec (and fastavro) would look for ``ns.Name``."""
+    names = _named_types(schema)
+    out: list[tuple[str, str]] = []
+
+    def ref(name, space):
+        if isinstance(name, str) and name not in _PRIMITIVES and name not in _COMPLEX and "." not in name and space:
+            full = f"{space}.{name}"
+            if full not in names and name in names and (full, name) not in out:
+                out.append((full, name))
+
+    def walk(node, space):
+        if isinstance(node, str):
+            ref(node, space)
+        elif isinstance(node, list):
+            for n in node:
+                walk(n, space)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, (dict, list)):
+                walk(kind, space)
+                return
+            if isinstance(kind, str) and kind not in _PRIMITIVES and kind not in _COMPLEX:
+                ref(kind, space)
+                return
+            if kind in ("record", "error", "enum", "fixed") and isinstance(node.get("name"), str):
+                name = node["name"]
+                ns = node["namespace"] if "namespace" in node else space
+                space = _split(name if "." in name else (f"{ns}.{name}" if ns else name))[0]
+            for f in node.get("fields", []) if kind in ("record", "error") else []:
+                walk(f.get("type"), space)
+            if kind == "array":
+                walk(node.get("items"), space)
+            if kind == "map":
+                walk(node.get("values"), space)
+
+    walk(schema, None)
+    return out
+
+
+def _parse(avro_schema: Any):
+    """fastavro's parsed form of an Avro schema (without logical types, see :func:`_strip_logical`).
+    A name that only Java's lenient lookup resolves (see :func:`_null_namespace_refs`) is
+    registered under the name fastavro looks for, so such schemas (which Confluent's Java
+    converter writes for a struct without namespace used twice in a namespaced one) parse."""
+    fastavro = _fastavro()
+    schema = _strip_logical(avro_schema)
     try:
-        return fastavro.parse_schema(_strip_logical(avro_schema))
+        refs = _null_namespace_refs(schema)
+        if not refs:
+            return fastavro.parse_schema(schema)
+        probe: dict = {full: {} for full, _ in refs}
+        fastavro.parse_schema(schema, named_schemas=probe)  # parses every definition
+        return fastavro.parse_schema(schema, named_schemas={full: probe[name] for full, name in refs})
+    except DataException:
+        raise
     except Exception as e:  # fastavro raises several kinds for a bad schema
         raise DataException(f"invalid Avro schema: {e}") from None
 
 
-def _encoder(schema: Schema | None) -> Callable[[Any], Any] | None:
+def avro_name_problems(avro_schema: Any) -> list[str]:
+    """Names in an Avro schema (JSON as Python) that Java's Avro refuses (see :func:`_valid_name`):
+    of named types, record fields and enum symbols."""
+    problems: list[str] = []
+
+    def bad(name):
+        return not _valid_name(name)
+
+    def walk(node):
+        if isinstance(node, list):
+            for n in node:
+                walk(n)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, (dict, list)):
+                walk(kind)
+                return
+            if kind in ("record", "error", "enum", "fixed"):
+                name = node.get("name")
+                if bad(name.rpartition(".")[2] if isinstance(name, str) else name):
+                    problems.append(f"{kind} name {name!r}: {_NAME_RULE}")
+                elif name in _PRIMITIVES:
+                    problems.append(f"{kind} name {name!r}: Avro names no type after a primitive")
+                for f in node.get("fields", []) if kind in ("record", "error") else []:
+                    if bad(f.get("name")):
+                        problems.append(f"field {f.get('name')!r} of {name!r}: {_NAME_RULE}")
+                    walk(f.get("type"))
+                for s in node.get("symbols", []) if kind == "enum" else []:
+                    if bad(s):
+                        problems.append(f"symbol {s!r} of enum {name!r}: {_NAME_RULE}")
+            if kind == "array":
+                walk(node.get("items"))
+            if kind == "map":
+                walk(node.get("values"))
+
+    walk(avro_schema)
+    return problems
+
+
+# Reading a general union (more than one non-null branch) with fastavro gives the value alone, so
+# int vs long, float vs double, an enum vs a string could not be told apart. Readers therefore
+# decode with a view of the schema in which every such union's branch j is a record
+# "__cc_u<k>_<j>" of one field "__cc_b<j>": a record of one field is encoded as that field, so
+# the bytes are the same, and fastavro returns {"__cc_b<j>": value} -- the branch. With a reader
+# schema, the writer's branches get records of their own names that the reader's branch records
+# list as aliases (the branch Avro schema resolution picks), so resolution still works.
+_WRAP_RECORD = "__cc_u{}_{}"
+_WRAP_WRITER = "__cc_w{}"
+_WRAP_FIELD = "__cc_b{}"
+
+
+def _is_general_union(node: Any) -> bool:
+    return isinstance(node, list) and sum(1 for m in node if m != "null") >= 2
+
+
+def _kind(node: Any) -> str:
+    k = node if isinstance(node, str) else ("union" if isinstance(node, list) else node.get("type"))
+    return "record" if k == "error" else k
+
+
+def _full_name(node: dict, space: str | None) -> str:
+    name = node.get("name", "")
+    ns = node["namespace"] if "namespace" in node else space
+    return name if "." in name else (f"{ns}.{name}" if ns else name)
+
+
+def _names_match(r: dict, rs: str | None, w: dict, ws: str | None) -> bool:
+    wf, rf = _full_name(w, ws), _full_name(r, rs)
+    aliases = r.get("aliases") or []
+    return _split(wf)[1] == _split(rf)[1] or wf in aliases or _split(wf)[1] in aliases
+
+
+class _Views:
+    """The read views (see above) of a writer schema and, if given, a reader schema."""
+
+    def __init__(self, writer: Any, reader: Any):
+        self.writer, self.reader = writer, reader
+        self.w_names = _named_types(writer)
+        self.r_names = _named_types(reader) if reader is not None else self.w_names
+        self.k = 0
+        self.union_k: dict[int, int] = {}  # id(reader union) -> k
+        self.aliases: dict[tuple[int, int], list[str]] = {}  # (k, j) -> writer records read as branch j
+        self.w_wraps: dict[tuple[int | None, Any], tuple[int, str]] = {}  # writer position -> (j, record name)
+        self.seen: set[tuple[int, int]] = set()
+        self.keep: list = []  # nodes whose id() is a key above stay alive
+
+    def build(self) -> tuple[Any, Any]:
+        if self.reader is None:
+            return self.copy_reader(self.writer), None
+        self.pair((None, None), self.writer, None, self.reader, None)
+        return self.copy_writer(self.writer, (None, None)), self.copy_reader(self.reader)
+
+    # --- pairing writer and reader nodes (as Avro schema resolution does)
+    def k_of(self, union: list) -> int:
+        k = self.union_k.get(id(union))
+        if k is None:
+            k = self.union_k[id(union)] = self.k
+            self.keep.append(union)
+            self.k += 1
+        return k
+
+    def branch(self, w: Any, ws: str | None, union: list, rs: str | None) -> int | None:
+        """The reader union's non-null branch (its index among those) that reads the writer's ``w``."""
+        wd, ws = _resolve(w, ws, self.w_names)
+        wk = _kind(wd)
+        candidates = []
+        for m in union:
+            if m == "null":
+                continue
+            rd, rds = _resolve(m, rs, self.r_names)
+            candidates.append((rd, rds, _kind(rd)))
+        for j, (rd, rds, rk) in enumerate(candidates):
+            if rk == wk and (wk not in ("record", "enum", "fixed") or _names_match(rd, rds, wd, ws)) and \
+                    (wk != "fixed" or rd.get("size") == wd.get("size")):
+                return j
+        for j, (_, _, rk) in enumerate(candidates):
+            if (wk, rk) in _PROMOTIONS:
+                return j
+        return None
+
+    def wrap_writer(self, pos: tuple, k: int, j: int) -> str:
+        name = _WRAP_WRITER.format(len(self.w_wraps))
+        self.w_wraps[pos] = (j, name)
+        self.aliases.setdefault((k, j), []).append(name)
+        return name
+
+    def pair(self, wpos: tuple, w: Any, ws: str | None, r: Any, rs: str | None) -> None:
+        wd, wds = _resolve(w, ws, self.w_names)
+        rd, rds = _resolve(r, rs, self.r_names)
+        if _is_general_union(rd):
+            k = self.k_of(rd)
+            r_members = [m for m in rd if m != "null"]
+            if isinstance(wd, list):
+                self.keep.append(wd)
+                for i, wm in enumerate(wd):
+                    if wm == "null":
+                        continue
+                    j = self.branch(wm, wds, rd, rds)
+                    if j is not None:
+                        self.wrap_writer((id(wd), i), k, j)
+                        self.pair((id(wd), i), wm, wds, r_members[j], rds)
+            else:
+                j = self.branch(w, ws, rd, rds)
+                if j is not None:
+                    self.wrap_writer(wpos, k, j)
+                    self.pair(wpos, w, ws, r_members[j], rds)
+            return
+        if isinstance(rd, list):  # [null, T], [T]: read as they are
+            r_members = [m for m in rd if m != "null"]
+            if isinstance(wd, list):
+                self.keep.append(wd)
+                for i, wm in enumerate(wd):
+                    if wm != "null" and r_members:
+                        self.pair((id(wd), i), wm, wds, r_members[0], rds)
+            elif r_members:
+                self.pair(wpos, w, ws, r_members[0], rds)
+            return
+        if isinstance(wd, list):
+            self.keep.append(wd)
+            for i, wm in enumerate(wd):
+                if wm != "null":
+                    self.pair((id(wd), i), wm, wds, rd, rds)
+            return
+        wk, rk = _kind(wd), _kind(rd)
+        if wk != rk:
+            return
+        self.keep += [wd, rd]
+        if wk == "array":
+            self.pair((id(wd), "items"), wd.get("items"), wds, rd.get("items"), rds)
+        elif wk == "map":
+            self.pair((id(wd), "values"), wd.get("values"), wds, rd.get("values"), rds)
+        elif wk == "record":
+            if (id(wd), id(rd)) in self.seen:
+                return
+            self.seen.add((id(wd), id(rd)))
+            w_space = _split(_full_name(wd, wds))[0]
+            r_space = _split(_full_name(rd, rds))[0]
+            w_fields = {f.get("name"): f for f in wd.get("fields", [])}
+            for f in rd.get("fields", []):
+                wf = w_fields.get(f.get("name"))
+                if wf is None:
+                    wf = next((w_fields[a] for a in f.get("aliases") or [] if a in w_fields), None)
+                if wf is not None:
+                    self.pair((id(wf), "type"), wf.get("type"), w_space, f.get("type"), r_space)
+
+    # --- copies
+    def copy_writer(self, node: Any, pos: tuple) -> Any:
+        out = self._copy(node, self.copy_writer)
+        wrap = self.w_wraps.get(pos)
+        if wrap is not None:
+            j, name = wrap
+            out = {"type": "record", "name": name, "fields": [{"name": _WRAP_FIELD.format(j), "type": out}]}
+        return out
+
+    def _copy(self, node: Any, again: Callable) -> Any:
+        if isinstance(node, list):
+            return [again(m, (id(node), i)) for i, m in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        if isinstance(node.get("type"), (dict, list)):
+            out["type"] = again(node["type"], (id(node), "type"))
+        if "fields" in node and isinstance(node["fields"], list):
+            out["fields"] = [dict(f, type=again(f.get("type"), (id(f), "type"))) if isinstance(f, dict) else f
+                             for f in node["fields"]]
+        for key in ("items", "values"):
+            if key in node:
+                out[key] = again(node[key], (id(node), key))
+        return out
+
+    def copy_reader(self, node: Any, pos: tuple = (None, None)) -> Any:
+        if _is_general_union(node):
+            k = self.k_of(node)
+            out = []
+            j = 0
+            for m in node:
+                if m == "null":
+                    out.append(m)
+                    continue
+                wrapper = {"type": "record", "name": _WRAP_RECORD.format(k, j)}
+                if self.aliases.get((k, j)):
+                    wrapper["aliases"] = self.aliases[(k, j)]
+                wrapper["fields"] = [{"name": _WRAP_FIELD.format(j), "type": self._copy(m, self.copy_reader)}]
+                out.append(wrapper)
+                j += 1
+            return out
+        out = self._copy(node, self.copy_reader)
+        if isinstance(node, dict) and "fields" in node and isinstance(node["fields"], list):
+            for f, g in zip(node["fields"], out["fields"]):
+                # a union's default is its first branch's value: in the view, that branch's record
+                if isinstance(f, dict) and "default" in f and _is_general_union(f.get("type")) and f["type"][0] != "null":
+                    g["default"] = {_WRAP_FIELD.format(0): f["default"]}
+        return out
+
+
+def _read_views(writer: Any, reader: Any | None) -> tuple[Any, Any]:
+    """``(writer view, reader view)`` to decode with (see above); the schemas themselves when
+    they hold no union of more than one non-null branch."""
+    if not _has_general_union(writer) and (reader is None or not _has_general_union(reader)):
+        return writer, reader
+    return _Views(writer, reader).build()
+
+
+def _has_general_union(node: Any) -> bool:
+    if isinstance(node, list):
+        return _is_general_union(node) or any(_has_general_union(m) for m in node)
+    if isinstance(node, dict):
+        return any(_has_general_union(node.get(k)) for k in ("type", "items", "values")) or any(
+            isinstance(f, dict) and _has_general_union(f.get("type")) for f in node.get("fields") or [])
+    return False
+
+
+# --- Connect value -> Avro datum
+
+_FLOAT32_MAX = 3.4028234663852886e38
+_INF = float("inf")
+
+
+def _float32(v):
+    if -_FLOAT32_MAX <= v <= _FLOAT32_MAX or v != v or v == _INF or v == -_INF:
+        return v
+    raise DataException(f"{v!r} is out of range for float32 (an Avro float would hold infinity)")
+
+
+def _unscaled(value, scale: int) -> int:
+    """The unscaled integer of a decimal.Decimal at ``scale``, exactly (as ``Decimal.unscaled``)."""
+    sign, digits, exp = value.as_tuple()
+    if not isinstance(exp, int):
+        raise DataException(f"Decimal {value} is not a finite number")
+    n = int("".join(map(str, digits)) or "0")
+    shift = exp + scale
+    if shift >= 0:
+        n *= 10**shift
+    else:
+        n, rest = divmod(n, 10**-shift)
+        if rest:
+            raise DataException(f"Decimal {value} has more digits than scale {scale} allows")
+    return -n if sign else n
+
+
+def _decimal_bytes(schema: Schema) -> Callable[[Any], bytes]:
+    """decimal.Decimal -> the two's-complement big-endian unscaled bytes of a Decimal schema
+    (minimal, as Java's BigInteger.toByteArray; sign-extended to the size of a fixed)."""
+    scale = Decimal.scale(schema)
+    size = None
+    if schema.name is not None and CONNECT_AVRO_FIXED_SIZE_PROP in schema.parameters:
+        size = _int_param(schema, CONNECT_AVRO_FIXED_SIZE_PROP)
+
+    def encode(value):
+        try:
+            n = _unscaled(value, scale)
+        except AttributeError:
+            raise DataException(f"{type(value).__name__} is not a decimal.Decimal") from None
+        bits = n.bit_length() if n >= 0 else (~n).bit_length()
+        if size is None:
+            return n.to_bytes(bits // 8 + 1, "big", signed=True)
+        if bits // 8 + 1 > size:
+            raise DataException(f"Decimal {value} does not fit the {size} bytes of its Avro fixed")
+        return n.to_bytes(size, "big", signed=True)
+
+    return encode
+
+
+def _fixed_bytes(schema: Schema) -> Callable[[Any], Any]:
+    size = _int_param(schema, CONNECT_AVRO_FIXED_SIZE_PROP)
+
+    def check(value):
+        if len(value) != size:
+            raise DataException(f"{len(value)} bytes for the Avro fixed {schema.name!r} of {size} bytes")
+        return value
+
+    return check
+
+
+def _encoder(schema: Schema | None, ctx: "_FromConnect | None" = None) -> Callable[[Any], Any] | None:
     """A function from a Connect value of ``schema`` (not None) to the Avro datum fastavro writes,
-    or ``None`` when the value is its own datum."""
+    or ``None`` when the value is its own datum. ``ctx``: the conversion that made the Avro
+    schema (its union branch names, Avro field names)."""
     if schema is None:
         return _anything_datum
     name = schema.name
@@ -748,16 +1341,20 @@ def _encoder(schema: Schema | None) -> Callable[[Any], Any] | None:
     if name == Timestamp.LOGICAL_NAME:
         return Timestamp.from_logical
     if name == Decimal.LOGICAL_NAME:
-        return lambda v, s=schema: Decimal.from_logical(s, v)
+        return _decimal_bytes(schema)
     t = schema.type
+    if t is Type.FLOAT32:
+        return _float32
+    if t is Type.BYTES and name is not None and CONNECT_AVRO_FIXED_SIZE_PROP in schema.parameters:
+        return _fixed_bytes(schema)
     if t is Type.ARRAY:
-        e = _encoder(schema.value_schema)
+        e = _encoder(schema.value_schema, ctx)
         if e is None:
             return None
         return lambda v: [None if x is None else e(x) for x in v]
     if t is Type.MAP:
         ks = schema.key_schema
-        ke, ve = _encoder(ks), _encoder(schema.value_schema)
+        ke, ve = _encoder(ks, ctx), _encoder(schema.value_schema, ctx)
         if ks.type is Type.STRING and not ks.optional:
             if ve is None:
                 return None
@@ -765,10 +1362,13 @@ def _encoder(schema: Schema | None) -> Callable[[Any], Any] | None:
         return lambda v: [{KEY_FIELD: k if k is None or ke is None else ke(k),
                            VALUE_FIELD: x if x is None or ve is None else ve(x)} for k, x in v.items()]
     if t is Type.STRUCT:
+        if ctx is None:  # made again, with the default options
+            ctx = _FromConnect(AvroData())
+            ctx.convert(schema)
         if name == AVRO_TYPE_UNION:
-            return _union_encoder(schema)
-        names = [f.name for f in schema.fields]
-        encs = [_encoder(f.schema) for f in schema.fields]
+            return _union_encoder(schema, ctx)
+        names = [ctx.avro_name(f.name) for f in schema.fields]
+        encs = [_encoder(f.schema, ctx) for f in schema.fields]
         plain = all(e is None for e in encs)
         pairs = list(zip(names, encs))
 
@@ -786,26 +1386,29 @@ def _encoder(schema: Schema | None) -> Callable[[Any], Any] | None:
     return None
 
 
-def _union_encoder(schema: Schema):
-    branches = []
-    for f in schema.fields:
-        inner = f.schema
-        e = _encoder(inner)
-        full = None
-        if inner.type is Type.STRUCT and inner.name != AVRO_TYPE_UNION:
-            full = inner.name or DEFAULT_SCHEMA_FULL_NAME
-        branches.append((f.name, e, full))
+def _union_encoder(schema: Schema, ctx: "_FromConnect"):
+    """A Connect union struct -> fastavro's ``(branch name, datum)`` of its first non-null field
+    (as Confluent writes it): the branch written is the field's, never one fastavro guesses."""
+    names = ctx.unions.get(schema)
+    if names is None:
+        ctx.convert(schema)
+        names = ctx.unions[schema]
+    branches = list(zip(names, [_encoder(f.schema, ctx) for f in schema.fields]))
 
-    def union(value):
-        for name, e, full in branches:
-            v = value.get(name)
+    def union(value, schema=schema):
+        if not isinstance(value, Struct):
+            raise DataException(f"{type(value).__name__} is not a Struct of the union {schema!r}")
+        if value.schema is not schema and value.schema != schema:
+            raise DataException(f"Struct schema {value.schema!r} does not match {schema!r}")
+        for (branch, e), v in zip(branches, value.values()):
             if v is not None:
-                datum = v if e is None else e(v)
-                return (full, datum) if full else datum
+                return (branch, v if e is None else e(v))
         return None
 
     return union
 
+
+# --- Avro datum -> Connect value
 
 def _decoder(schema: Schema | None) -> Callable[[Any], Any] | None:
     """A function from an Avro datum (as fastavro reads it, without logical types) to the Connect
@@ -820,7 +1423,10 @@ def _decoder(schema: Schema | None) -> Callable[[Any], Any] | None:
     if name == Timestamp.LOGICAL_NAME:
         return Timestamp.to_logical
     if name == Decimal.LOGICAL_NAME:
-        return lambda v, s=schema: Decimal.to_logical(s, v)
+        exp = f"E{-Decimal.scale(schema)}"
+        from_bytes, make = int.from_bytes, _decimal.Decimal
+        # from a string: no decimal context rounds it (Kafka's BigDecimal is exact)
+        return lambda v: make(f"{from_bytes(v, 'big', signed=True)}{exp}")
     t = schema.type
     if t in _INT_RANGES:
         lo, hi = _INT_RANGES[t]
@@ -870,10 +1476,17 @@ def _decoder(schema: Schema | None) -> Callable[[Any], Any] | None:
 
 
 def _union_decoder(schema: Schema):
+    """A union datum -> Confluent's union struct, the field of the branch set. The read views give
+    ``{"__cc_b<j>": value}`` (branch j); a union of one branch, a datum fastavro read from the
+    schema itself (:meth:`AvroData.to_connect_data`) and a default from inside another default
+    are matched by the value's type instead."""
     fields = schema.fields
+    n = len(fields)
     decs = [_decoder(f.schema) for f in fields]
+    keys = {_WRAP_FIELD.format(j): j for j in range(n)}
     struct_fields = {f.schema.name or DEFAULT_SCHEMA_FULL_NAME: i for i, f in enumerate(fields)
                      if f.schema.type is Type.STRUCT}
+    trusted = Struct._trusted
 
     def matches(s: Schema, v) -> bool:
         t = s.type
@@ -889,7 +1502,10 @@ def _union_decoder(schema: Schema):
         if t is Type.STRING:
             return isinstance(v, str)
         if t is Type.BYTES:
-            return isinstance(v, (bytes, bytearray))
+            if not isinstance(v, (bytes, bytearray)):
+                return False
+            size = s.parameters.get(CONNECT_AVRO_FIXED_SIZE_PROP) if s.name is not None else None
+            return size is None or str(len(v)) == size
         if t is Type.ARRAY:
             return isinstance(v, list) and s.name is None
         if t is Type.MAP:
@@ -903,19 +1519,26 @@ def _union_decoder(schema: Schema):
         if v is None:
             return None
         index = None
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
+        if type(v) is dict and len(v) == 1:
+            for key, x in v.items():
+                index = keys.get(key)
+            if index is not None:
+                v = x
+        if index is None and n == 1:
+            index = 0
+        if index is None and isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
             index = struct_fields.get(v[0])
             if index is None:
-                index = next((i for n, i in struct_fields.items() if _split(n)[1] == _split(v[0])[1]), None)
+                index = next((i for name, i in struct_fields.items() if _split(name)[1] == _split(v[0])[1]), None)
             v = v[1]
         if index is None:
             index = next((i for i, f in enumerate(fields) if matches(f.schema, v)), None)
         if index is None:
             raise DataException(f"Did not find matching union field for data: {v!r:.60}")
-        values = [None] * len(fields)
+        values = [None] * n
         d = decs[index]
-        values[index] = v if d is None else d(v)
-        return Struct._trusted(schema, values)
+        values[index] = v if d is None or v is None else d(v)
+        return trusted(schema, values)
 
     return union
 
@@ -972,16 +1595,18 @@ class AvroWriter:
     ``avro_schema`` is the Avro schema (JSON as Python), ``schema_json`` its compact
     text, ``datum(value)`` the value as the Avro datum, ``write(value)`` the bytes of
     Avro's binary encoding. ``write`` raises :class:`DataException` naming where the
-    value does not fit (``value.after.id: null for a required int32 schema``)."""
+    value does not fit (``value.after.id: null for a required int32 schema``). ``ctx``:
+    the conversion that made ``avro_schema`` (made again when not given)."""
 
-    __slots__ = ("connect_schema", "avro_schema", "schema_json", "parsed", "_encode")
+    __slots__ = ("connect_schema", "avro_schema", "schema_json", "parsed", "_encode", "_write")
 
-    def __init__(self, connect_schema: Schema | None, avro_schema: Any):
+    def __init__(self, connect_schema: Schema | None, avro_schema: Any, ctx: "_FromConnect | None" = None):
         self.connect_schema = connect_schema
         self.avro_schema = avro_schema
         self.schema_json = schema_json(avro_schema)
         self.parsed = _parse(avro_schema)
-        self._encode = _encoder(connect_schema)
+        self._encode = _encoder(connect_schema, ctx)
+        self._write = _fastavro().schemaless_writer
 
     def datum(self, value: Any) -> Any:
         try:
@@ -994,24 +1619,18 @@ class AvroWriter:
     def write(self, value: Any, parsed: Any = None) -> bytes:
         """``value`` in Avro binary; ``parsed``: write with that (fastavro-parsed) schema instead,
         field by field name (``use.latest.version``)."""
-        from fastavro import schemaless_writer
-
         if type(value) is not Struct and self.connect_schema is not None:
             # a Struct's values were checked when put; fastavro itself would write an int32 of 2**40
-            from .data import validate_value
-
             validate_value(self.connect_schema, value, "value")
         datum = self.datum(value)
         out = io.BytesIO()
         try:
-            schemaless_writer(out, self.parsed if parsed is None else parsed, datum)
+            self._write(out, self.parsed if parsed is None else parsed, datum)
         except Exception as e:  # noqa: BLE001 - fastavro's TypeError/ValueError/... per bad value
             raise self._explain(value, e) from None
         return out.getvalue()
 
     def _explain(self, value: Any, error: Exception) -> DataException:
-        from .data import validate_value
-
         if self.connect_schema is not None:
             try:
                 validate_value(self.connect_schema, value, "value")
@@ -1024,31 +1643,36 @@ class AvroReader:
     """Reads Avro binary written with one writer schema, resolved onto a reader schema if given.
 
     ``connect_schema`` is the Connect schema of the values ``read`` returns (from the reader
-    schema when there is one); ``read(data, offset)`` decodes ``data[offset:]``."""
+    schema when there is one); ``read(data, offset)`` decodes ``data[offset:]``;
+    ``writer_parsed``/``reader_parsed`` are fastavro's parsed read views (see
+    :func:`_read_views`)."""
 
-    __slots__ = ("connect_schema", "writer_parsed", "reader_parsed", "_decode")
+    __slots__ = ("connect_schema", "writer_parsed", "reader_parsed", "_decode", "_read")
 
     def __init__(self, connect_schema: Schema | None, writer_parsed: Any, reader_parsed: Any):
         self.connect_schema = connect_schema
         self.writer_parsed = writer_parsed
         self.reader_parsed = reader_parsed
         self._decode = _decoder(connect_schema)
+        self._read = _fastavro().schemaless_reader
 
     def read(self, data: bytes, offset: int = 0) -> Any:
-        from fastavro import schemaless_reader
-
         buf = io.BytesIO(data)
         buf.seek(offset)
+        value = self.read_from(buf)
+        if buf.tell() != len(data):
+            raise DataException(f"{len(data) - buf.tell()} byte(s) left after the Avro value: the bytes do not match "
+                                "the writer schema")
+        return value
+
+    def read_from(self, buf: io.BytesIO) -> Any:
+        """The Connect value of the Avro datum at ``buf``'s position (left after it)."""
         try:
-            datum = schemaless_reader(buf, self.writer_parsed, self.reader_parsed,
-                                      return_record_name=True, return_record_name_override=True)
+            datum = self._read(buf, self.writer_parsed, self.reader_parsed)
         except DataException:
             raise
         except Exception as e:  # noqa: BLE001 - truncated or corrupt bytes raise all kinds
             raise DataException(f"bytes are not Avro of the writer schema ({type(e).__name__}: {e})") from None
-        if buf.tell() != len(data):
-            raise DataException(f"{len(data) - buf.tell()} byte(s) left after the Avro value: the bytes do not match "
-                                "the writer schema")
         return self.convert(datum)
 
     def convert(self, datum: Any) -> Any:
@@ -1070,13 +1694,16 @@ class AvroData:
     ``connect.*`` annotations; ``enhanced_schema_support``
     (``enhanced.avro.schema.support``, default false) writes strings carrying Avro enum
     parameters back as Avro enums and names union branches by full name;
+    ``scrub_invalid_names`` (``scrub.invalid.names``, default false) replaces characters
+    Avro does not allow in names with ``_`` (else such a name raises :class:`DataException`);
     ``cache_size`` (``schemas.cache.size``) bounds each cache. Thread-safe.
     """
 
     def __init__(self, *, connect_meta_data: bool = True, enhanced_schema_support: bool = False,
-                 cache_size: int = 1000):
+                 scrub_invalid_names: bool = False, cache_size: int = 1000):
         self.connect_meta_data = connect_meta_data
         self.enhanced_schema_support = enhanced_schema_support
+        self.scrub_invalid_names = scrub_invalid_names
         self.cache_size = cache_size
         self._writers = _LRU(cache_size)
         self._readers = _LRU(cache_size)
@@ -1115,7 +1742,12 @@ class AvroData:
         key = schema if schema is not None else _ANYTHING_KEY
         w = self._writers.get(key)
         if w is None:
-            w = self._writers.put(key, AvroWriter(schema, self.from_connect_schema(schema)))
+            if schema is None:
+                w = AvroWriter(None, ANYTHING_SCHEMA)
+            else:
+                ctx = _FromConnect(self)
+                w = AvroWriter(schema, _emit(ctx.convert(schema), None, set()), ctx)
+            w = self._writers.put(key, w)
         self._last = (schema, w)
         return w
 
@@ -1131,13 +1763,14 @@ class AvroData:
         writer = self._avro(writer_schema, "writer")
         reader = self._avro(reader_schema, "reader") if reader_schema is not None else None
         connect = self._to_connect(reader if reader is not None else writer, version)
-        writer_parsed = _parse(writer)
-        reader_parsed = _parse(reader) if reader is not None else None
         if reader is not None:
             problems = compatibility_problems(reader, writer)
             if problems:
                 raise DataException("data of the writer schema cannot be read with the reader schema: "
                                     + "; ".join(problems))
+        writer_view, reader_view = _read_views(writer, reader)
+        writer_parsed = _parse(writer_view)
+        reader_parsed = _parse(reader_view) if reader_view is not None else None
         return self._readers.put(cache_key, AvroReader(connect, writer_parsed, reader_parsed))
 
     def _avro(self, text: str, which: str) -> Any:
@@ -1151,14 +1784,16 @@ class AvroData:
 
     def from_connect_data(self, schema: Schema | None, value: Any) -> Any:
         """A Connect value as the Avro datum of ``from_connect_schema(schema)`` (logical values
-        as their primitives, maps of non-string keys as key/value records)."""
+        as their primitives, maps of non-string keys as key/value records, a union's value as
+        fastavro's ``(branch name, datum)``)."""
         if value is None:
             return None
         return self.writer(schema).datum(value)
 
     def to_connect_data(self, avro_schema: Any, datum: Any) -> Any:
         """The Connect value of an Avro datum (as fastavro reads it, logical values as their
-        primitives) of ``avro_schema``."""
+        primitives) of ``avro_schema``. (A general union's branch is then told by the value's
+        type: bytes read through :meth:`reader` keep the branch written.)"""
         schema = self.to_connect_schema(avro_schema)
         return AvroReader(schema, None, None).convert(datum)
 

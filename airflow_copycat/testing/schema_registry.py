@@ -30,9 +30,16 @@ Endpoints (Confluent's paths, bodies, status and error codes)::
 Compatibility levels NONE, BACKWARD (the default), BACKWARD_TRANSITIVE, FORWARD,
 FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE are checked with Avro's schema
 resolution rules (:func:`airflow_copycat.connect.avro_data.compatibility_problems`):
-BACKWARD means the new schema reads data written with the latest one. The same
-schema text (up to JSON formatting) gets the same id in every subject, as in
-Confluent's registry. With ``users={"name": "password"}`` every request needs
+BACKWARD means the new schema reads data written with the latest one (the
+latest only; ``_TRANSITIVE``: every version); FORWARD that the latest reads the
+new schema's data; FULL both. One schema gets one id in every subject, as in
+Confluent's registry, which compares schemas as Java's Avro prints them: names
+resolved to full names, ``{"type": "string"}`` as ``"string"``, JSON formatting and
+key order aside -- but docs, defaults, aliases and other properties (``connect.*``,
+``logicalType``) kept, so schemas differing in them get different ids. (Avro's
+Parsing Canonical Form would drop those, and give a new default an old id.) A
+schema with a name Avro does not allow (``my-field``) is refused as Java's Avro
+refuses it: 422, code 42201. With ``users={"name": "password"}`` every request needs
 HTTP basic auth. State lives in memory and is gone when the server stops.
 
 Command line (for the demo)::
@@ -50,7 +57,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..connect.avro_data import _parse, compatibility_problems
+from ..connect.avro_data import _named_types, _parse, _resolve, avro_name_problems, compatibility_problems
 from ..connect.errors import DataException
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
@@ -75,7 +82,9 @@ class RegistryState:
 
     @staticmethod
     def canonical(text: str) -> str:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+        """What decides that two schema texts are one schema (see the module doc)."""
+        schema = json.loads(text)
+        return json.dumps(_normalized(schema, None, _named_types(schema)), sort_keys=True, separators=(",", ":"))
 
     def live(self, subject: str) -> list[dict]:
         return [v for v in self.subjects.get(subject, []) if not v["deleted"]]
@@ -118,6 +127,56 @@ class RegistryState:
         return out
 
 
+_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+
+
+def _normalized(node: Any, space: str | None, names: dict) -> Any:
+    """An Avro schema with every name a full name (``namespace`` folded in), every reference the
+    full name it resolves to, a primitive without properties as its name: what Java's Avro
+    prints, up to key order."""
+    if isinstance(node, list):
+        return [_normalized(m, space, names) for m in node]
+    if isinstance(node, str):
+        if node in _PRIMITIVES:
+            return node
+        try:
+            definition, own = _resolve(node, space, names)
+        except DataException:
+            return node
+        return _full(definition, own)
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if isinstance(kind, (dict, list)) and len(node) == 1:
+        return _normalized(kind, space, names)
+    out = dict(node)
+    if kind in _PRIMITIVES and len(node) == 1:
+        return kind
+    if kind in ("record", "error", "enum", "fixed") and isinstance(node.get("name"), str):
+        full = _full(node, space)
+        out.pop("namespace", None)
+        out["name"] = full
+        space = full.rpartition(".")[0] or None
+        if "fields" in node and isinstance(node["fields"], list):
+            out["fields"] = [dict(f, type=_normalized(f.get("type"), space, names)) if isinstance(f, dict) else f
+                             for f in node["fields"]]
+        return out
+    if isinstance(kind, str) and kind not in _PRIMITIVES and kind not in ("array", "map"):
+        out["type"] = _normalized(kind, space, names)  # a reference with properties
+    elif isinstance(kind, (dict, list)):
+        out["type"] = _normalized(kind, space, names)
+    for key in ("items", "values"):
+        if key in node:
+            out[key] = _normalized(node[key], space, names)
+    return out
+
+
+def _full(node: dict, space: str | None) -> str:
+    name = node.get("name", "")
+    ns = node["namespace"] if "namespace" in node else space
+    return name if "." in name else (f"{ns}.{name}" if ns else name)
+
+
 def _schema_of(body: Any) -> str:
     if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
         raise _Error(422, 42201, "Invalid schema: the request needs a \"schema\" string")
@@ -128,7 +187,11 @@ def _schema_of(body: Any) -> str:
         raise _Error(422, 42201, "Invalid schema: schema references are not supported by this stand-in registry")
     text = body["schema"]
     try:
-        _parse(json.loads(text))
+        schema = json.loads(text)
+        problems = avro_name_problems(schema)
+        if problems:
+            raise DataException("Illegal name: " + "; ".join(problems))
+        _parse(schema)
     except (ValueError, DataException) as e:
         raise _Error(422, 42201, f"Invalid schema {text[:80]}: {e}") from None
     return text

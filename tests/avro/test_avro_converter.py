@@ -316,3 +316,85 @@ def test_schema_registry_client_is_confluents(schema_registry_url):
     c = registry_converter(schema_registry_url)
     c.from_connect_data("client-check", Schema.STRING, "x")
     assert isinstance(c._registry.client, SchemaRegistryClient)
+
+
+def test_a_password_with_a_raw_at_or_slash_is_refused_without_showing_it_and_encoded_it_works(caplog):
+    caplog.set_level(logging.DEBUG)
+    with SchemaRegistryServer(users={"svc": "p@ss/w0rd"}) as registry:
+        for raw in ("svc:p@ss/w0rd", "svc:p@ssw0rd", "s@vc:pw/x", "svc:pw?x#y"):
+            with pytest.raises(ConfigException, match="percent-encode") as e:
+                registry_converter(registry.url.replace("http://", f"http://{raw}@"))
+            message = str(e.value)
+            assert registry.url in message  # the URL is shown without its user info
+            for secret in ("p@ss", "ss/w0rd", "ssw0rd", "pw/x", "pw?x"):
+                assert secret not in message
+        c = registry_converter(registry.url.replace("http://", "http://svc:p%40ss%2Fw0rd@"))
+        assert c._registry.shown == registry.url
+        data = c.from_connect_data("pw", Schema.STRING, "x")
+        assert c.to_connect_data("pw", data).value == "x"
+    assert "w0rd" not in caplog.text and "p%40ss" not in caplog.text
+
+
+def test_fixed_decimals_and_unions_confluent_wrote_are_written_back_as_the_same_avro(schema_registry_url,
+                                                                                     registry_client, unique):
+    import decimal
+
+    schema = {"type": "record", "name": f"Ev{unique}", "namespace": "org.acme", "fields": [
+        {"name": "h", "type": {"type": "fixed", "name": "Md5", "size": 4}},
+        {"name": "amt", "type": {"type": "fixed", "name": "Amt", "size": 8, "logicalType": "decimal",
+                                 "precision": 18, "scale": 4}},
+        {"name": "n", "type": ["int", "long"]},
+        {"name": "f", "type": ["float", "double"]},
+        {"name": "e", "type": ["null", "string", {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}]},
+    ]}
+    record = {"h": b"0123", "amt": decimal.Decimal("-1.2345"), "n": ("long", 5), "f": ("double", 0.1), "e": ("org.acme.Kind", "B")}
+    ctx = SerializationContext("in", MessageField.VALUE)
+    serializer = AvroSerializer(registry_client, json.dumps(schema),
+                                conf={"subject.name.strategy": lambda _ctx, name: name})
+    data = serializer(record, ctx)
+    c = registry_converter(schema_registry_url, value_subject_name_strategy="RecordNameStrategy")
+    read = c.to_connect_data("in", data)
+    assert read.value.get("n").get("long") == 5 and read.value.get("e").get("Kind") == "B"
+
+    # written back under the same subject: accepted there (the same Avro types), the same Avro bytes
+    copy = c.from_connect_data("out", read.schema, read.value)
+    subject = f"org.acme.Ev{unique}"
+    assert registry_client.get_versions(subject) == [1, 2]
+    assert copy[5:] == data[5:]
+    plain = AvroDeserializer(registry_client)(copy, SerializationContext("out", MessageField.VALUE))
+    original = AvroDeserializer(registry_client)(data, ctx)
+    assert plain == original
+    assert plain["amt"] == decimal.Decimal("-1.2345") and plain["h"] == b"0123"
+
+
+def test_scrub_invalid_names_is_a_converter_setting():
+    schema = SchemaBuilder.struct().name("com.ex.my-record").field("my-field", Schema.INT32).build()
+    with pytest.raises(DataException, match="'com.ex.my-record' is not a valid Avro name"):
+        converter().from_connect_data("t", schema, Struct(schema, {"my-field": 1}))
+    data = converter(scrub_invalid_names="true").from_connect_data("t", schema, Struct(schema, {"my-field": 1}))
+    written, value = parse_framed(data)
+    assert (written["name"], written["fields"][0]["name"], value) == ("my_record", "my_field", {"my_field": 1})
+
+
+def test_a_reader_schema_without_a_connect_form_is_refused_at_configure():
+    recursive = json.dumps({"type": "record", "name": "Node", "fields": [
+        {"name": "next", "type": ["null", "Node"], "default": None}]})
+    with pytest.raises(ConfigException, match="reader.schema.*refers to itself"):
+        converter(reader_schema=recursive)
+    with pytest.raises(ConfigException, match="reader.schema.*my-field"):
+        converter(reader_schema=json.dumps({"type": "record", "name": "R", "fields": [
+            {"name": "my-field", "type": "int"}]}))
+
+
+def test_caches_are_bounded_by_schemas_cache_size(schema_registry_url, unique):
+    schemas = [SchemaBuilder.struct().name(f"c.S{i}").field("a", Schema.INT32).build() for i in range(5)]
+    for c in (converter(schemas_cache_size="2"),
+              registry_converter(schema_registry_url, schemas_cache_size="2",
+                                 value_subject_name_strategy="TopicRecordNameStrategy")):
+        for s in schemas:
+            c.to_connect_data(f"cache-{unique}", c.from_connect_data(f"cache-{unique}", s, Struct(s, {"a": 1})))
+        if c._registry is None:
+            assert len(c._headers._d) <= 2
+        else:
+            assert len(c._registry._ids._d) <= 2 and len(c._registry._schemas._d) <= 2
+        assert len(c._readers._d) <= 2 and len(c._data._writers._d) <= 2

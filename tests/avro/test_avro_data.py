@@ -190,6 +190,10 @@ def test_avro_from_other_writers_becomes_connect_as_confluent_reads_it():
     choice = schema.field("choice").schema
     assert choice.name == "io.confluent.connect.avro.Union" and choice.optional
     assert [f.name for f in choice.fields] == ["int", "string", "Kind"]
+    # and written back (enums as enums), the same Avro types: a registry holding the foreign schema accepts it
+    again = AvroData(enhanced_schema_support=True).from_connect_schema(schema)
+    assert compatibility_problems(reader=again, writer=foreign) == []
+    assert compatibility_problems(reader=foreign, writer=again) == []
 
 
 def test_values_of_foreign_avro_including_general_unions_read_into_connect():
@@ -214,6 +218,7 @@ def test_values_of_foreign_avro_including_general_unions_read_into_connect():
         else:
             assert union.get("int" if isinstance(choice, int) else "string") == choice
         assert value.get("hash") == b"ab"
+        assert data.writer(value.schema).write(value) == out.getvalue()  # written back: the same bytes
 
 
 def test_recursive_avro_schemas_are_refused_with_a_clear_error():
@@ -352,3 +357,208 @@ def test_enums_and_unions_written_back_with_enhanced_support_keep_their_avro_typ
     assert enhanced.reader(writer.schema_json).read(body) == value
     # without enhanced support the enum is written as a string, as Confluent does by default
     assert AvroData().from_connect_schema(schema)["fields"][0]["type"]["type"] == "string"
+
+
+# ---------------------------------------------------------------- fixed, decimals, unions, names: read, rewrite, read again
+
+def fastavro_bytes(avro_schema, datum) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(avro_schema), datum)
+    return out.getvalue()
+
+
+FOREIGN_FIXED = {"type": "record", "name": "Ev", "namespace": "org.acme", "fields": [
+    {"name": "h", "type": {"type": "fixed", "name": "Md5", "size": 4}},
+    {"name": "amt", "type": {"type": "fixed", "name": "Amt", "size": 8, "logicalType": "decimal",
+                             "precision": 18, "scale": 4}},
+    {"name": "again", "type": "Md5"},
+]}
+
+
+def test_fixed_and_decimals_on_fixed_read_then_rewrite_as_the_same_fixed_types():
+    data = AvroData()
+    body = fastavro_bytes(FOREIGN_FIXED, {"h": b"\x00\x01\x02\x03", "amt": decimal.Decimal("-1.2345"), "again": b"abcd"})
+    value = data.reader(schema_json(FOREIGN_FIXED)).read(body)
+    h, amt = value.schema.field("h").schema, value.schema.field("amt").schema
+    assert (h.type.value, h.name, h.parameters) == ("bytes", "org.acme.Md5", {"connect.fixed.size": "4"})
+    assert amt.name == Decimal.LOGICAL_NAME
+    assert amt.parameters == {"scale": "4", "connect.decimal.precision": "18", "connect.fixed.size": "8",
+                              "connect.fixed.name": "org.acme.Amt"}
+    assert value.get("amt") == decimal.Decimal("-1.2345") and value.get("again") == b"abcd"
+
+    writer = data.writer(value.schema)
+    fields = {f["name"]: f["type"] for f in writer.avro_schema["fields"]}
+    assert (fields["h"]["type"], fields["h"]["name"], fields["h"]["size"]) == ("fixed", "Md5", 4)
+    assert (fields["amt"]["type"], fields["amt"]["name"], fields["amt"]["size"]) == ("fixed", "Amt", 8)
+    assert fields["amt"]["logicalType"] == "decimal" and fields["amt"]["scale"] == 4
+    assert fields["again"] == "Md5"
+    assert writer.write(value) == body  # the decimal sign-extended to the fixed's 8 bytes, as Avro writes it
+    # the rewritten schema is the same Avro types: compatible both ways, as a registry checks
+    assert compatibility_problems(reader=writer.avro_schema, writer=FOREIGN_FIXED) == []
+    assert compatibility_problems(reader=FOREIGN_FIXED, writer=writer.avro_schema) == []
+    assert fastavro_read(writer.avro_schema, body)["amt"] == decimal.Decimal("-1.2345")
+    assert data.to_connect_schema(writer.avro_schema) == value.schema
+
+    with pytest.raises(DataException, match="3 bytes for the Avro fixed 'org.acme.Md5' of 4"):
+        writer.write(Struct(value.schema, {"h": b"abc", "amt": decimal.Decimal(1), "again": b"abcd"}))
+    with pytest.raises(DataException, match="does not fit the 8 bytes"):
+        writer.write(Struct(value.schema, {"h": b"abcd", "amt": decimal.Decimal(10**20), "again": b"abcd"}))
+
+
+def test_a_decimal_without_scale_has_scale_zero_as_the_spec_says():
+    for avro_type in ({"type": "bytes", "logicalType": "decimal", "precision": 5},
+                      {"type": "fixed", "name": "D", "size": 3, "logicalType": "decimal", "precision": 5}):
+        schema = AvroData().to_connect_schema(avro_type)
+        assert schema.name == Decimal.LOGICAL_NAME and schema.parameters["scale"] == "0"
+    with pytest.raises(DataException, match="scale must be a JSON integer"):
+        AvroData().to_connect_schema({"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": "2"})
+
+
+UNION = {"type": "record", "name": "U", "namespace": "org.acme", "fields": [
+    {"name": "u", "type": [
+        "null", "int", "long", "float", "double", "string",
+        {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]},
+        "bytes",
+        {"type": "fixed", "name": "F2", "size": 2},
+        {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]},
+        {"type": "record", "name": "ConnectDefault2", "namespace": "io.confluent.connect.avro",
+         "fields": [{"name": "y", "type": "string"}]},
+        {"type": "array", "items": "int"},
+    ]},
+]}
+BRANCHES = [  # fastavro's tuple notation names the branch written, the Connect union field that must hold it
+    (("int", 7), "int", 7),
+    (("long", 7), "long", 7),
+    (("float", 0.5), "float", 0.5),
+    (("double", 0.5), "double", 0.5),
+    (("string", "GREEN"), "string", "GREEN"),
+    (("org.acme.Color", "GREEN"), "Color", "GREEN"),
+    (("bytes", b"ab"), "bytes", b"ab"),
+    (("org.acme.F2", b"ab"), "F2", b"ab"),
+    (("org.acme.P", {"x": 1}), "P", {"x": 1}),
+    (("io.confluent.connect.avro.ConnectDefault2", {"y": "z"}), "ConnectDefault2", {"y": "z"}),
+    (("array", [1, 2]), "array", [1, 2]),
+]
+
+
+@pytest.mark.parametrize("datum, field, plain", BRANCHES, ids=[b[1] for b in BRANCHES])
+def test_a_union_value_reads_into_its_branch_and_is_rewritten_in_that_branch(datum, field, plain):
+    data = AvroData()
+    body = fastavro_bytes(UNION, {"u": datum})
+    value = data.reader(schema_json(UNION)).read(body)
+    union = value.get("u")
+    assert union.schema.name == "io.confluent.connect.avro.Union"
+    set_fields = {f.name: union.get(f.name) for f in union.schema.fields if union.get(f.name) is not None}
+    assert list(set_fields) == [field]
+    got = set_fields[field]
+    assert (got.to_dict() if isinstance(got, Struct) else got) == plain
+
+    writer = data.writer(value.schema)
+    rewritten = writer.write(value)
+    assert rewritten == body  # same branch index, same bytes
+    again = fastavro.schemaless_reader(io.BytesIO(rewritten), fastavro.parse_schema(writer.avro_schema),
+                                       return_named_type=True)
+    assert again["u"] == fastavro.schemaless_reader(io.BytesIO(body), fastavro.parse_schema(UNION),
+                                                    return_named_type=True)["u"]
+    assert data.reader(writer.schema_json).read(rewritten) == value
+    assert compatibility_problems(reader=writer.avro_schema, writer=UNION) == []
+
+
+def test_a_union_read_with_a_reader_schema_takes_the_branch_avro_resolution_picks():
+    writer = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": ["int", "string", {"type": "enum", "name": "E", "symbols": ["A"]}]}]}
+    reader = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": ["null", "string", "double", "long", {"type": "enum", "name": "E", "symbols": ["A", "B"]}],
+         "default": None},
+        {"name": "added", "type": ["long", "string"], "default": 5}]}
+    data = AvroData()
+    for datum, field, expected in ((("int", 3), "double", 3.0), (("string", "s"), "string", "s"), (("E", "A"), "E", "A")):
+        value = data.reader(schema_json(writer), schema_json(reader)).read(fastavro_bytes(writer, {"n": datum}))
+        n = value.get("n")
+        assert [f.name for f in n.schema.fields if n.get(f.name) is not None] == [field] and n.get(field) == expected
+        added = value.get("added")  # a reader field's default: its first branch
+        assert (added.get("long"), added.get("string")) == (5, None)
+
+
+def test_a_union_written_from_connect_takes_the_branch_of_its_field():
+    inner = SchemaBuilder.struct().field("x", Schema.INT32).optional().build()
+    other = SchemaBuilder.struct().field("y", Schema.INT32).build()
+    union = (SchemaBuilder.struct().name("io.confluent.connect.avro.Union").optional()
+             .field("int", Schema.OPTIONAL_INT32).field("long", Schema.OPTIONAL_INT64)
+             .field("ConnectDefault2", inner).field("Other", other.copy(optional=True)).build())
+    schema = SchemaBuilder.struct().field("first", other).field("u", union).build()
+    data = AvroData()
+    writer = data.writer(schema)
+    assert writer.avro_schema["fields"][1]["type"][3]["name"] == "ConnectDefault3"  # names as they were given
+    for field, v in (("long", 5), ("ConnectDefault2", Struct(inner, {"x": 1})), ("Other", Struct(other.copy(optional=True), {"y": 2}))):
+        value = Struct(schema, {"first": Struct(other, {"y": 0}), "u": Struct(union, {field: v})})
+        back = data.reader(writer.schema_json).read(writer.write(value)).get("u")
+        # read back, the union's fields are named by the Avro branches: the one set is the one written
+        index = union.field(field).index
+        assert [i for i, x in enumerate(back.values()) if x is not None] == [index]
+        got = back.values()[index]
+        assert (got.to_dict() if isinstance(got, Struct) else got) == (v.to_dict() if isinstance(v, Struct) else v)
+    with pytest.raises(DataException, match="'a' and 'b' are both Avro 'int'"):
+        data.writer(SchemaBuilder.struct().name("io.confluent.connect.avro.Union")
+                    .field("a", Schema.OPTIONAL_INT32).field("b", Schema.OPTIONAL_INT16).build())
+
+
+def test_a_struct_without_namespace_used_twice_in_a_namespaced_struct_is_written_and_read():
+    foo = SchemaBuilder.struct().name("Foo").field("x", Schema.INT32).build()
+    outer = SchemaBuilder.struct().name("a.b.Outer").field("f1", foo).field("f2", foo).build()
+    data = AvroData()
+    writer = data.writer(outer)
+    assert writer.avro_schema["fields"][1]["type"] == "Foo"  # as Confluent's Java converter writes it
+    value = Struct(outer, {"f1": Struct(foo, {"x": 1}), "f2": Struct(foo, {"x": 2})})
+    body = writer.write(value)
+    assert body == b"\x02\x04"
+    back = data.reader(writer.schema_json).read(body)
+    assert back == value and back.schema.field("f2").schema.name == "Foo"
+
+
+@pytest.mark.parametrize("schema, bad", [
+    (SchemaBuilder.struct().name("com.ex.Rec").field("my-field", Schema.INT32).build(), "'my-field'"),
+    (SchemaBuilder.struct().name("com.ex.Rec").field("1st", Schema.INT32).build(), "'1st'"),
+    (SchemaBuilder.struct().name("com.ex.my-record").field("ok", Schema.INT32).build(), "'com.ex.my-record'"),
+    (SchemaBuilder.struct().name("com.ex.Rec").field("ok", Schema.INT32)
+     .field("e", SchemaBuilder.string().parameter("io.confluent.connect.avro.Enum", "com.ex.E")
+            .parameter("io.confluent.connect.avro.Enum.A-B", "A-B").build()).build(), "symbol 'A-B'"),
+])
+def test_names_avro_does_not_allow_raise_naming_the_name(schema, bad):
+    with pytest.raises(DataException, match=bad):
+        AvroData(enhanced_schema_support=True).writer(schema)
+
+
+def test_names_java_avro_accepts_are_accepted():
+    # Java's Avro checks names, not namespaces (Debezium's "my-server.inventory..."), and takes any letter
+    schema = SchemaBuilder.struct().name("my-server.inventory.Cliënt").field("naïve", Schema.INT32).build()
+    writer = AvroData().writer(schema)
+    assert writer.avro_schema["namespace"] == "my-server.inventory"
+    assert AvroData().reader(writer.schema_json).read(writer.write(Struct(schema, {"naïve": 1}))).get("naïve") == 1
+
+
+def test_scrub_invalid_names_replaces_invalid_characters_as_confluent_does():
+    schema = (SchemaBuilder.struct().name("com.ex.my-record").field("my-field", Schema.INT32)
+              .field("1st", SchemaBuilder.string().default_value("d").build()).field("a b", Schema.BOOLEAN).build())
+    data = AvroData(scrub_invalid_names=True)
+    writer = data.writer(schema)
+    a = writer.avro_schema
+    assert (a["name"], a["namespace"], a["connect.name"]) == ("my_record", "com.ex", "com.ex.my-record")
+    assert [f["name"] for f in a["fields"]] == ["my_field", "x1st", "a_b"]
+    body = writer.write(Struct(schema, {"my-field": 1, "a b": True}))
+    assert fastavro_read(a, body) == {"my_field": 1, "x1st": "d", "a_b": True}
+    with pytest.raises(DataException, match="'a-b' and 'a_b' .* are both 'a_b'"):
+        data.writer(SchemaBuilder.struct().field("a-b", Schema.INT32).field("a_b", Schema.INT32).build())
+
+
+def test_bad_decimal_precision_and_float32_overflow_are_data_exceptions():
+    bad = SchemaBuilder.struct().name("v.D").field(
+        "d", Decimal.builder(2).parameter("connect.decimal.precision", "ten").build()).build()
+    with pytest.raises(DataException, match="'connect.decimal.precision' must be an integer, not 'ten'"):
+        AvroData().from_connect_schema(bad)
+    schema = SchemaBuilder.struct().name("v.F").field("f", Schema.FLOAT32).build()
+    writer = AvroData().writer(schema)
+    with pytest.raises(DataException, match="out of range for float32"):
+        writer.write(Struct(schema, {"f": 1e300}))
+    for ok in (3.4e38, float("inf"), -1.5):
+        assert fastavro_read(writer.avro_schema, writer.write(Struct(schema, {"f": ok})))["f"] == pytest.approx(ok)

@@ -144,6 +144,21 @@ def test_url_passwords_are_hidden_and_restored():
     assert connector_config.restore_secrets(hidden, raw) == raw
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("http://svc:p@ss/w0rd@registry:8081", "http://svc:[hidden]@registry:8081"),
+    ("http://svc:p@ssw0rd@registry:8081/x", "http://svc:[hidden]@registry:8081/x"),
+    ("https://a:pw/one@h1:1,https://b:p@two@h2:2", "https://a:[hidden]@h1:1,https://b:[hidden]@h2:2"),
+])
+def test_a_url_password_with_a_raw_at_or_slash_is_hidden_whole(url, shown):
+    raw = {"name": "x", "value.converter.schema.registry.url": url}
+    secrets = connector_config.secret_keys(raw, None)
+    hidden = connector_config.redact(raw, secrets)
+    assert hidden["value.converter.schema.registry.url"] == shown
+    for part in ("w0rd", "ss", "one", "two"):
+        assert part not in shown.replace("[hidden]", "")
+    assert connector_config.restore_secrets(hidden, raw) == raw
+
+
 @pytest.mark.parametrize("key", ["connection.password", "sasl.jaas.config", "api.key", "azure.account.key",
                                  "aws.secret.access.key", "sasl.oauthbearer.config", "store.options", "api.credential"])
 def test_secret_key_names(key):
