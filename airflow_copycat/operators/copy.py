@@ -64,7 +64,9 @@ class CopycatCopyPublishOperator(BaseOperator):
     dataset and per task, what was reused from staging, what failed. Emits an Airflow
     Asset event per published dataset (``<target.url>/<dataset>``) through the alias
     ``copycat/<name>``. Fails, after publishing the others, when a dataset could not be
-    published (its files stay staged for the next run to reuse).
+    published (its files stay staged for the next run to reuse). Runs once the run tasks
+    are done, also when one failed (trigger rule ``all_done``): what the other groups
+    staged is published; the failed group's datasets are not.
 
     :param copy_config: the job's config (its secrets open the target). (templated)
     :param plan_task_id: the plan task. :param run_task_id: the mapped run task.
@@ -77,7 +79,8 @@ class CopycatCopyPublishOperator(BaseOperator):
     def __init__(self, *, copy_config: dict[str, Any] | str, plan_task_id: str, run_task_id: str, name: str,
                  **kwargs) -> None:
         kwargs.setdefault("outlets", [asset_alias(name)])
-        kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+        # also after a failed run task: the datasets other groups staged still publish (the run stays failed)
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
         super().__init__(**kwargs)
         self.copy_config = copy_config
         self.plan_task_id = plan_task_id
@@ -90,7 +93,7 @@ class CopycatCopyPublishOperator(BaseOperator):
         connector_secrets(raw)
         plan = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
         if not plan:
-            raise AirflowException(f"no plan in XCom of task {self.plan_task_id}")
+            raise AirflowException(f"no plan in XCom of task {self.plan_task_id} (did planning fail?)")
         results = ti.xcom_pull(task_ids=self.run_task_id) or []
         if isinstance(results, dict):
             results = [results]

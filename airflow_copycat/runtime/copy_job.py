@@ -6,11 +6,12 @@ application and CLI run it:
 1. :func:`make_copy_plan` (where Airflow or ``copycat copy`` runs): replay any
    leftover publish log first, then find the datasets, list their files, diff
    with the target, cut the work into units balanced by bytes over at most
-   ``tasks.max`` tasks in at most ``copycat.groups.max`` groups. The plan --
-   every work unit and file set -- is written to
-   ``<target>/_copycat/distcp/plans/<name>-<time>.json`` (it may be large); the
-   plan returned (and put in XCom) carries only counts, the plan's URL and the
-   groups, whose tasks name that URL.
+   ``tasks.max`` tasks in at most ``copycat.groups.max`` groups. The plan is
+   written under ``<target>/_copycat/distcp/plans/<job>/<time>/``: ``plan.json``
+   (the file sets, for publishing) and one ``task-<n>.json`` per task (its work
+   units: an executor reads only its own). The plan returned (and put in XCom)
+   carries only counts, the plan's URL and the groups, whose tasks name their file.
+   The newest few plans of a job are kept (a retried task still finds its own).
 2. :func:`run_copy_task` (in a Spark task, or in process): copy the task's
    units into staging (:func:`airflow_copycat.distcp.copier.copy_unit`); a file
    that fails is reported in the result, not raised, so the other file sets
@@ -28,12 +29,16 @@ bytes written, ``errors`` = files that failed) plus ``datasets`` and
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
+import re
 import secrets as _secrets
 import time
 from typing import Any, Mapping
 
+from ..connect.config import ConfigProblem
+from ..connect.errors import ConfigException
 from ..distcp import config as copy_config
 from ..distcp.model import PLAN_FORMAT, CopyableFile, Staging, WorkUnit
 from .connector_config import load_connector_config, redact
@@ -87,6 +92,7 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     groups_max = int(max_groups or values["copycat.groups.max"])
     started = time.monotonic()
     (src_fs, src_root), (tgt_fs, tgt_root) = _filesystems(values)
+    _check_overlap(values, src_fs, src_root, tgt_fs, tgt_root)
     staging = Staging(tgt_root)
     recovered = Publisher(tgt_fs, staging, config=values).recover()  # leftover logs first: the diff sees their result
     for r in recovered:
@@ -101,8 +107,8 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     secrets = secret_keys(raw)
     redacted = redact({k: raw[k] for k in sorted(raw)}, secrets)
     created = dt.datetime.now(dt.timezone.utc)
-    plan_path = f"{staging.control}/plans/{name}-{created:%Y%m%dT%H%M%S}-{_secrets.token_hex(3)}.json"
-    plan_url = tgt_fs.unstrip_protocol(plan_path)
+    plans_dir = _plans_dir(staging, name)
+    plan_dir = f"{plans_dir}/{created:%Y%m%dT%H%M%S}-{_secrets.token_hex(3)}"
 
     by_set: dict[str, dict[str, Any]] = {}
     for d in datasets:
@@ -110,17 +116,21 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     for f in result.to_copy:
         by_set.setdefault(f.file_set, {"dataset": f.dataset, "files": [], "deletes": []})["files"].append(f.to_dict())
     stats = _dataset_stats(datasets, files, result)
-    tasks = [{"task": i, "units": [u.to_dict() for u in t]} for i, t in enumerate(packed)]
     full = {"format": PLAN_FORMAT, "connector": name, "created_at": created.isoformat(timespec="seconds"),
-            "config": redacted, "datasets": stats, "file_sets": by_set, "tasks": tasks}
-    tgt_fs.makedirs(f"{staging.control}/plans", exist_ok=True)
-    with tgt_fs.open(plan_path, "w") as f:
-        json.dump(full, f)
-    _prune_plans(tgt_fs, f"{staging.control}/plans", name, keep=KEEP_PLANS)
+            "config": redacted, "datasets": stats, "file_sets": by_set}
+    # the file sets for the publish step, and one file per task with its units: an executor reads only its own
+    tgt_fs.makedirs(plan_dir, exist_ok=True)
+    _write_json(tgt_fs, f"{plan_dir}/plan.json", full)
+    task_entries = []
+    for i, units_of_task in enumerate(packed):
+        path = f"{plan_dir}/task-{i:05d}.json"
+        _write_json(tgt_fs, path, {"task": i, "units": [u.to_dict() for u in units_of_task]})
+        task_entries.append({"task": i, "units": len(units_of_task), "bytes": sum(u.bytes for u in units_of_task),
+                             "config": dict(redacted, **{PLAN_URL_KEY: tgt_fs.unstrip_protocol(path)})})
+    _prune_plans(tgt_fs, plans_dir, keep=KEEP_PLANS)
+    plan_url = tgt_fs.unstrip_protocol(f"{plan_dir}/plan.json")
+    tasks = task_entries
     n_groups = min(groups_max, len(tasks))
-    task_entries = [{"task": t["task"], "units": len(t["units"]),
-                     "bytes": sum(WorkUnit.from_dict(u).bytes for u in t["units"]),
-                     "config": dict(redacted, **{PLAN_URL_KEY: plan_url})} for t in tasks]
     plan = {
         "format": PLAN_FORMAT, "connector": name, "kind": "copy", "created_at": full["created_at"],
         "config": redacted, "plan_url": plan_url, "datasets": stats,
@@ -140,11 +150,43 @@ KEEP_PLANS = 5
 """Plan files kept per job (the newest): a retried run task or publish still finds its plan."""
 
 
-def _prune_plans(fs, directory: str, name: str, keep: int) -> None:
-    mine = sorted(p for p in fs.ls(directory, detail=False)
-                  if p.rsplit("/", 1)[-1].startswith(f"{name}-") and p.endswith(".json"))
-    for old in mine[:-keep]:
-        fs.rm(old)
+def _check_overlap(values, src_fs, src_root: str, tgt_fs, tgt_root: str) -> None:
+    """Refuse a target that is the source, and a source inside the target when deleting
+    (the target's listing would hold the source, and ``delete`` would remove it)."""
+    if src_fs.protocol != tgt_fs.protocol:
+        return
+    src, tgt = src_root.rstrip("/") + "/", tgt_root.rstrip("/") + "/"
+    problem = None
+    if src == tgt:
+        problem = "is the source itself"
+    elif src.startswith(tgt) and values.get("delete"):
+        problem = "contains the source: with delete=true the copy would delete the source; copy into another tree"
+    if problem:
+        raise ConfigException([ConfigProblem("target.url", values["target.url"], problem)],
+                              context=f"copy {values['name']!r}")
+
+
+def _plans_dir(staging: Staging, name: str) -> str:
+    """Where a job's plans live: one directory per job (its name, made safe, plus a hash)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80]
+    return f"{staging.control}/plans/{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _prune_plans(fs, directory: str, keep: int) -> None:
+    """Drop all but the ``keep`` newest plans of one job (their directories are named by time)."""
+    plans = sorted(p for p in fs.ls(directory, detail=False) if re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}",
+                                                                              p.rstrip("/").rsplit("/", 1)[-1]))
+    for old in plans[:-keep]:
+        fs.rm(old, recursive=True)
+
+
+def _write_json(fs, path: str, doc: Any) -> None:
+    """Write ``doc`` as JSON in one write (fast for large plans), via a temporary name."""
+    data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    tmp = f"{path}.tmp"
+    with fs.open(tmp, "wb") as f:
+        f.write(data)
+    fs.mv(tmp, path)
 
 
 def _dataset_stats(datasets, files, result) -> list[dict[str, Any]]:
@@ -166,18 +208,12 @@ def _dataset_stats(datasets, files, result) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-_PLANS: dict[str, dict] = {}
-
-
 def _load_plan(url: str, options: dict) -> dict:
-    """The full plan at ``url`` (cached per process: a Spark executor runs several tasks)."""
-    if url not in _PLANS:
-        import fsspec
+    """A plan file (the file sets, or one task's units) at ``url``."""
+    import fsspec
 
-        with fsspec.open(url, "r", **options) as f:
-            _PLANS.clear()
-            _PLANS[url] = json.load(f)
-    return _PLANS[url]
+    with fsspec.open(url, "rb", **options) as f:
+        return json.loads(f.read())
 
 
 def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
@@ -194,8 +230,7 @@ def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
     try:
         values = copy_config.parse_copy_config({k: v for k, v in config.items() if k != PLAN_URL_KEY})
         (src_fs, _), (tgt_fs, tgt_root) = _filesystems(values)
-        plan = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))
-        units = next(t["units"] for t in plan["tasks"] if t["task"] == stats.task)
+        units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
         staging = Staging(tgt_root)
         total = sum(WorkUnit.from_dict(u).bytes for u in units)
         done_bytes = [0, 0]  # finished units' bytes, bytes at the last progress line
@@ -293,7 +328,7 @@ def publish_copy(plan: Mapping[str, Any], group_results: list[Mapping[str, Any]]
         "published": [r["file_set"] for r in published if r["status"] == "published"],
         "not_published": [r["file_set"] for r in published if r["status"] != "published"],
         "failures": failures, "mib_per_s": round(copied / 2**20 / seconds, 1) if seconds else None,
-        "target": values["target.url"], "plan_url": plan["plan_url"],
+        "target": redact({"target.url": values["target.url"]}, set())["target.url"], "plan_url": plan["plan_url"],
     }
     return summary
 

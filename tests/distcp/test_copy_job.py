@@ -131,3 +131,35 @@ def test_a_large_file_is_copied_as_byte_ranges_by_several_tasks_and_concatenated
     assert sum(t["bytes"] for t in summary["tasks"]) == len(data)
     assert (dst / "big" / "blob.bin").read_bytes() == data
     assert not list((dst / "_copycat" / "distcp" / "staging").rglob("*.bin"))
+
+
+def test_a_source_inside_the_target_is_refused_when_deleting(capsys, tmp_path):
+    # Given a source that lies inside the target, and another team's file in the target
+    (tmp_path / "data" / "raw").mkdir(parents=True)
+    (tmp_path / "data" / "raw" / "x.csv").write_text("x\n")
+    (tmp_path / "data" / "other-team.parquet").write_text("keep me")
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "inside", "source.url": str(tmp_path / "data" / "raw"),
+                                  "target.url": str(tmp_path / "data"), "delete": True}))
+    # When it is run, Then it is refused before anything is touched
+    rc, out, err = run(capsys, "copy", config, "--in-process")
+    assert rc == 1 and "target.url" in err and "delete" in err
+    assert (tmp_path / "data" / "raw" / "x.csv").exists() and (tmp_path / "data" / "other-team.parquet").exists()
+
+
+def test_plans_are_kept_per_job_and_pruned_to_the_newest(capsys, tmp_path):
+    from airflow_copycat.runtime.copy_job import KEEP_PLANS
+
+    (tmp_path / "src" / "d").mkdir(parents=True)
+    (tmp_path / "src" / "d" / "f").write_text("f")
+    for name in ("orders", "orders-eu"):
+        config = tmp_path / f"{name}.json"
+        config.write_text(json.dumps({"name": name, "source.url": str(tmp_path / "src"),
+                                      "target.url": str(tmp_path / "dst")}))
+    for _ in range(KEEP_PLANS + 2):
+        assert run(capsys, "copy", tmp_path / "orders-eu.json", "--in-process")[0] == 0
+    # planning one job never removes another job's plans, and keeps its own newest ones
+    assert run(capsys, "copy", tmp_path / "orders.json", "--in-process")[0] == 0
+    plans = tmp_path / "dst" / "_copycat" / "distcp" / "plans"
+    per_job = {p.name.rsplit("-", 1)[0]: len(list(p.iterdir())) for p in plans.iterdir()}
+    assert per_job == {"orders-eu": KEEP_PLANS, "orders": 1}
