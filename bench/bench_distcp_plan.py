@@ -9,6 +9,8 @@ other directory (same size and mtime: up to date), so the diff really compares.
 * ``distcp_plan_<n>``: what the plan step does -- ``filesystem`` + ``find_datasets`` +
   ``list_files`` of every dataset + ``diff`` (update and delete, one target listing
   and one manifest read per dataset) + ``work_units`` + ``pack`` into 8 tasks.
+* ``copy_job_plan_<n>``: the whole plan step of a copy job (``make_copy_plan``): the
+  above plus replaying leftover logs and writing the plan files under the target.
 * ``distcp_plan_<big>_vs_<small>``: the largest size's plan time again, as a ratio
   against the smallest size's: linear planning gives about big/small (10).
 
@@ -34,6 +36,7 @@ from airflow_copycat.distcp.config import parse_copy_config
 from airflow_copycat.distcp.diff import diff
 from airflow_copycat.distcp.listing import filesystem, find_datasets, list_files
 from airflow_copycat.distcp.workunits import pack, work_units
+from airflow_copycat.runtime.copy_job import make_copy_plan
 
 DIRS = 100
 TASKS = 8
@@ -114,6 +117,14 @@ def main() -> None:
                     got = plan(src, dst)
                 plans.append(t[0])
                 verify(n, linked, got)
+            jobs = []
+            for _ in range(max(1, args.repeat)):
+                with timed() as t:
+                    job = make_copy_plan({"name": "bench", "source.url": src, "target.url": dst,
+                                          "dataset.pattern": "*", "update": True, "delete": True, "tasks.max": TASKS})
+                jobs.append(t[0])
+                if job["to_copy"] != n - linked:
+                    fail(f"make_copy_plan of {n} files: {job['to_copy']} to copy, expected {n - linked}")
             note(f"{n} files: walk+stat {', '.join(f'{x:.2f}' for x in walks)} s; "
                  f"plan {', '.join(f'{x:.2f}' for x in plans)} s; plan result {got}")
             if args.profile and n == sizes[-1]:
@@ -123,6 +134,7 @@ def main() -> None:
             plan_times[n] = best
             report(f"walk_stat_{label}", baseline, "s", 1.0, "itself")
             report(f"distcp_plan_{label}", best, "s", best / baseline, f"walk_stat_{label}")
+            report(f"copy_job_plan_{label}", min(jobs), "s", min(jobs) / baseline, f"walk_stat_{label}")
         finally:
             shutil.rmtree(base, ignore_errors=True)
     if len(sizes) > 1:
