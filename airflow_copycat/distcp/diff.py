@@ -12,13 +12,22 @@ Gobblin's ``RecursiveCopyableDataset`` / ``distcp -update -delete``, per dataset
   hidden name (``_copycat/``, ``_SUCCESS``, ``.hidden``), a checksum sidecar (with
   ``checksum.sidecar``) or a path the copy itself writes.
 
+An ``untar`` destination is a directory that holds exactly what its archive holds.
+Below it, with ``delete``, the scope is the archive's (it was selected, so its entries
+are in scope); a target file there is kept when the archive is up to date and the
+manifest records the file as one of its entries, and is otherwise deletable: when
+the archive is copied again, the publisher leaves out the deletion of every path the
+new version writes (a replacement, not a deletion). Without ``delete``, the publisher
+still deletes the outputs of an archive's old version that the new one does not
+have (the manifest knows them), so the destination always equals the archive.
+
 The manifest
 ------------
 Converted outputs (``gunzip``, ``untar``, ``encrypt``...) have neither the source's
 size nor its checksum, so size/mtime cannot tell whether they are current. The
 publisher therefore records, per file set, which source version each published
 output came from, in ``<target>/_copycat/distcp/manifest/<file set id>.json``
-(:func:`manifest_path`): one JSON object ``{output path: file id}``::
+(:meth:`.Staging.manifest`, per job): one JSON object ``{output path: file id}``::
 
     {"tables/a/x.csv": "<CopyableFile.id of tables/a/x.csv.gz>",
      "tables/a/bundle/inner/1.txt": "<id of tables/a/bundle.tar>",
@@ -28,13 +37,17 @@ Output paths are relative to the target root: a file's ``destination``, or for
 ``untar`` every file expanded below the destination directory. The publisher
 writes it whole (temporary name + rename) as the last step of publishing a file
 set, **merged** with the previous one: entries of published outputs set, deleted
-paths removed, the others kept. The diff reads it once per dataset: a converted
-file is up to date when its destination's entry (for ``untar``: every entry below
-the destination directory, at least one) holds the file's current id and those
-outputs exist in the target. For plain files a matching entry is an extra signal
-when the size matches too (it lets a target that cannot keep modification times,
-such as S3, skip unchanged files). A missing or unreadable manifest means "nothing
-known": files are copied again, never wrongly skipped.
+paths removed (and the entries of an archive's old version below its destination
+that the new version does not have), the others kept. The diff reads it once per
+dataset: a converted file is up to date when its destination's entry (for
+``untar``: every entry below the destination directory, at least one) holds the
+file's current id and those outputs exist in the target. For a plain file whose
+size matches, the manifest decides when it has an entry for the destination: the
+file's current id means up to date (a target that cannot keep modification times,
+such as S3, skips unchanged files), another id means a different version, copied
+whatever the times say. Only without an entry do checksums, then modification
+times, decide. A missing or unreadable manifest means "nothing known": converted
+files are copied again, never wrongly skipped.
 """
 
 from __future__ import annotations
@@ -52,13 +65,23 @@ from .listing import (
     _ancestors, _find, _fs_checksum, _hidden, _join, _mtime, _norm_root, _relative_to, date_filter, glob_matcher,
     is_sidecar, source_name_candidates,
 )
-from .model import CONTROL_DIR, CopyableFile, Dataset, Staging, file_set_id
+from .model import CONTROL_DIR, CopyableFile, Dataset, Staging
 
 log = logging.getLogger(__name__)
 
 _CONTROL_TOP = CONTROL_DIR.split("/", 1)[0]  # "_copycat"
 MTIME_TOLERANCE_S = 1.0
-"""Modification times within this many seconds are equal (filesystems keep 1 s to 1 ns)."""
+"""Modification times within this many seconds are equal when one of them is a whole number of
+seconds (a filesystem that keeps seconds only, such as S3); see :func:`mtime_tolerance`."""
+FINE_MTIME_TOLERANCE_S = 0.002
+"""The tolerance between two modification times that both have fractions of a second (local
+disks keep ns, HDFS ms; floats lose a little): 2 ms."""
+
+
+def mtime_tolerance(a: float, b: float) -> float:
+    """How far apart two modification times may be and still be equal: 1 s when one of them is
+    a whole number of seconds (its filesystem may keep no more), else 2 ms."""
+    return MTIME_TOLERANCE_S if float(a).is_integer() or float(b).is_integer() else FINE_MTIME_TOLERANCE_S
 
 
 # ------------------------------------------------------------------ manifest
@@ -66,8 +89,8 @@ MTIME_TOLERANCE_S = 1.0
 
 def manifest_path(staging: Staging, file_set: str) -> str:
     """``<target>/_copycat/distcp/manifest/<file set id>.json``: what each destination of a
-    file set was published from (see the module docstring)."""
-    return posixpath.join(staging.control, "manifest", f"{file_set_id(file_set)}.json")
+    file set was published from (see the module docstring); :meth:`.Staging.manifest`."""
+    return staging.manifest(file_set)
 
 
 def read_manifest(fs: fsspec.AbstractFileSystem, staging: Staging, file_set: str) -> dict[str, str]:
@@ -168,12 +191,15 @@ class DiffPolicy(Protocol):
 
 
 class UpdatePolicy:
-    """``distcp -update [-delete]``: with ``update``, skip a file whose target exists with the
-    same size and modification time (within 1 s; when ``mtime`` is not preserved, a target
-    not older than the source), or equal checksums when both sides know one (of the
-    same algorithm); a converted file is skipped when the manifest records its id and
-    its output exists. Without ``update`` everything is copied. With ``delete``, target
-    files not produced by any source file are deleted."""
+    """``distcp -update [-delete]``: with ``update``, a converted file is skipped when the
+    manifest records its id and its output exists; a plain file whose target has the same
+    size is skipped when the manifest records its id there, copied when the manifest
+    records another id there, and otherwise skipped on equal checksums when both sides
+    know one (of the same algorithm), else on equal modification times (within
+    :func:`mtime_tolerance`; when ``mtime`` is not preserved, a target not older than
+    the source). Without ``update`` everything is copied. With ``delete``, target files
+    not produced by any source file are deleted (see the module docstring for what is
+    below an ``untar`` destination)."""
 
     name = "update"
 
@@ -184,12 +210,8 @@ class UpdatePolicy:
         for f in files:
             (out.skipped if update and self.up_to_date(f, target) else out.to_copy).append(f)
         if _flag(config, "delete", False):
-            expected = {f.destination for f in files}
-            expanded = {f.destination for f in files if "untar" in f.converters}
-            for path in target.files:
-                if path in expected or (expanded and any(a in expanded for a in _ancestors(path))):
-                    continue
-                out.deletes.append(path)
+            kept = _Kept(files, out.to_copy, target)
+            out.deletes = [path for path in target.files if not kept.keeps(path)]
         return out
 
     @staticmethod
@@ -199,13 +221,15 @@ class UpdatePolicy:
         t = target.files.get(f.destination)
         if t is None or t.size != f.size:
             return False
-        if target.manifest.get(f.destination) == f.id:
-            return True
+        recorded = target.manifest.get(f.destination)
+        if recorded is not None:  # the manifest knows which version the output is: times say less
+            return recorded == f.id
         if f.checksum and t.checksum and f.checksum.split(":", 1)[0] == t.checksum.split(":", 1)[0]:
             return f.checksum == t.checksum
+        tolerance = mtime_tolerance(t.mtime, f.mtime)
         if "mtime" in f.preserve:
-            return abs(t.mtime - f.mtime) <= MTIME_TOLERANCE_S
-        return t.mtime >= f.mtime - MTIME_TOLERANCE_S  # the target's mtime is when it was copied
+            return abs(t.mtime - f.mtime) <= tolerance
+        return t.mtime >= f.mtime - tolerance  # the target's mtime is when it was copied
 
 
 POLICIES: dict[str, Callable[[], DiffPolicy]] = {"update": UpdatePolicy}
@@ -226,17 +250,23 @@ PolicyChoice = DiffPolicy | str | Callable[[Dataset], DiffPolicy] | None
 
 
 def diff(files: Iterable[CopyableFile], target_fs: fsspec.AbstractFileSystem, target_root: str,
-         datasets: Sequence[Dataset], config: Mapping[str, Any], policy: PolicyChoice = None) -> DiffResult:
+         datasets: Sequence[Dataset], config: Mapping[str, Any], policy: PolicyChoice = None, *,
+         staging: Staging | None = None) -> DiffResult:
     """Diff ``files`` (the listings of ``datasets``) with ``target_root`` on ``target_fs``.
 
     ``policy``: a :class:`DiffPolicy` for every dataset, its name in :data:`POLICIES`, a
-    function choosing one per dataset, or ``None`` for :class:`UpdatePolicy`. The target
-    is listed once per dataset (and only when ``update`` or ``delete`` needs it), the
-    manifest read once per dataset with ``update``. ``deletes`` has an entry for each
-    file set with something to delete, sorted.
+    function choosing one per dataset, or ``None`` for :class:`UpdatePolicy`. ``staging``:
+    the job's :class:`.Staging` (whose manifests are read; pass the publisher's),
+    ``Staging(target_root)`` when ``None``. The target is listed once per dataset (and
+    only when ``update`` or ``delete`` needs it), the manifest read once per dataset with
+    ``update``. ``deletes`` has an entry for each file set with something
+    to delete, sorted.
     """
     target_root = _norm_root(target_root)
-    staging = Staging(target_root)
+    if staging is None:
+        staging = Staging(target_root)
+    elif staging.target_root != target_root:
+        raise ValueError(f"diff: the staging is under {staging.target_root!r}, not the target root {target_root!r}")
     update, delete = _flag(config, "update", True), _flag(config, "delete", False)
     by_dataset: dict[str, list[CopyableFile]] = {d.name: [] for d in datasets}
     for f in files:
@@ -263,7 +293,7 @@ def diff(files: Iterable[CopyableFile], target_fs: fsspec.AbstractFileSystem, ta
         result.to_copy.extend(verdict.to_copy)
         result.skipped.extend(verdict.skipped)
         if delete and not single:
-            safe = scope.deletable(dataset, listing, verdict.deletes)
+            safe = scope.deletable(dataset, listing, verdict.deletes, to_copy=verdict.to_copy, target=target)
             if safe:
                 result.deletes[dataset.name] = safe
     return result
@@ -306,22 +336,28 @@ class _Scope:
         self.converters = tuple(c.strip() for c in conv.split(",") if c.strip()) if isinstance(conv, str) else \
             tuple(conv)
 
-    def deletable(self, dataset: Dataset, listing: Sequence[CopyableFile], paths: Iterable[str]) -> list[str]:
+    def deletable(self, dataset: Dataset, listing: Sequence[CopyableFile], paths: Iterable[str], *,
+                  to_copy: Iterable[CopyableFile] | None = None, target: TargetState | None = None) -> list[str]:
         """``paths`` (relative to the target root) that lie below the dataset's prefix, are in the
         job's scope (``file.pattern`` -- matched against the names a source file may have had
-        before converters --, the date range), have no hidden component (so never
-        ``_copycat/``), are not sidecars (with ``checksum.sidecar``) and are not written by
-        this copy. Sorted."""
-        expected = {f.destination for f in listing}
-        expanded = {f.destination for f in listing if "untar" in f.converters}
+        before converters --, the date range; below an ``untar`` destination, its archive's
+        scope), have no hidden component (so never ``_copycat/``), are not sidecars (with
+        ``checksum.sidecar``) and are not written or kept by this copy (:class:`_Kept`;
+        ``to_copy``: the files the copy writes, ``None``: none -- an archive's tree is then
+        kept whole unless ``target``'s manifest vouches for its entries; ``target``: the
+        dataset's target state). Sorted."""
+        kept = _Kept(listing, to_copy or (), target or TargetState({}))
         out = []
         for rel in set(paths):
             in_dataset = _relative_to(rel, dataset.name) if dataset.name else rel
             if not in_dataset or _hidden(rel) or rel.split("/", 1)[0] == _CONTROL_TOP:
                 continue
-            if rel in expected or any(a in expanded for a in _ancestors(rel)):
+            if kept.keeps(rel):
                 continue
             if self.sidecar and is_sidecar(rel):
+                continue
+            if kept.in_archive(rel):
+                out.append(rel)  # in its archive's scope
                 continue
             if self.dates is not None and not self.dates(in_dataset, rel):
                 continue
@@ -332,6 +368,43 @@ class _Scope:
                     continue
             out.append(rel)
         return sorted(out)
+
+
+class _Kept:
+    """What deletions leave alone in a dataset whose listing is ``files``, of which ``to_copy``
+    are copied: every file's destination; below the destination of an ``untar`` archive
+    that is up to date, the entries the manifest records with the archive's id (the
+    others there are strays: deletable); below the destination of an archive that is
+    copied again, nothing (the publisher does not delete what the new version writes);
+    below the destination of an archive that a policy skipped without the manifest's
+    word, everything."""
+
+    def __init__(self, files: Iterable[CopyableFile], to_copy: Iterable[CopyableFile], target: TargetState):
+        files = list(files)
+        copied = {f.id for f in to_copy}
+        self.expected = {f.destination for f in files}
+        self.archives: set[str] = set()  # untar destinations
+        self.whole: set[str] = set()  # untar destinations kept whole
+        for f in files:
+            if "untar" not in f.converters:
+                continue
+            self.archives.add(f.destination)
+            if f.id in copied:
+                continue
+            if target.recorded(f.destination, directory=True) == f.id:
+                prefix = f.destination + "/"
+                self.expected |= {p for p, i in target.manifest.items() if i == f.id and p.startswith(prefix)}
+            else:
+                self.whole.add(f.destination)
+
+    def keeps(self, path: str) -> bool:
+        if path in self.expected:
+            return True
+        return bool(self.whole) and any(a in self.whole for a in _ancestors(path))
+
+    def in_archive(self, path: str) -> bool:
+        """Whether ``path`` lies below an ``untar`` destination."""
+        return bool(self.archives) and any(a in self.archives for a in _ancestors(path))
 
 
 def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -118,7 +118,7 @@ def _leaves(value: Any) -> Iterable[Any]:
 
 
 def find_datasets(fs: fsspec.AbstractFileSystem, root: str, pattern: str,
-                  exclude: Iterable[str] = ()) -> list[Dataset]:
+                  exclude: Iterable[str] = (), *, config: Mapping[str, Any] | None = None) -> list[Dataset]:
     """The datasets under ``root``: every match of the glob ``pattern`` (relative to ``root``).
 
     A directory match is a dataset of the files below it; a file match is a one-file
@@ -126,7 +126,9 @@ def find_datasets(fs: fsspec.AbstractFileSystem, root: str, pattern: str,
     with a hidden component (a name starting with ``_`` or ``.``, e.g. ``_copycat``)
     are skipped, and so are matches nested inside another match (the outermost wins,
     so every file belongs to exactly one file set) and matches at or below an
-    ``exclude`` path (the target, when it lies inside the source). Sorted by name.
+    ``exclude`` path. With ``config`` (the copy job's), the target (``target.url``) is
+    excluded when it lies inside the source, as :func:`list_files` does: the target's
+    own tree is never a dataset. Sorted by name.
 
     Raises :class:`FileNotFoundError` when ``root`` does not exist.
     """
@@ -137,6 +139,8 @@ def find_datasets(fs: fsspec.AbstractFileSystem, root: str, pattern: str,
     if not pattern:
         return [Dataset("", root)]
     excluded = [_norm_root(x) for x in exclude if x]
+    if config is not None:
+        excluded += _overlapping_target(fs, config.get("target.url"), root)
     names = set()
     for path in fs.glob(_join(root, pattern)):
         path = fs._strip_protocol(path).rstrip("/")

@@ -23,6 +23,14 @@ Staging layout, under the target (same filesystem, so publishing is a rename)::
     <target>/_copycat/distcp/staging/<file set id>/<file id>/_done.json         written last: the output is whole
     <target>/_copycat/distcp/staging/<file set id>/<file id>/_parts/<k>         byte ranges of a split file
     <target>/_copycat/distcp/wal/<file set id>.json                             publish log (while publishing)
+    <target>/_copycat/distcp/manifest/<file set id>.json                        what each output was published from
+
+A file set belongs to one copy job: its id (:func:`file_set_id`) hashes the job's
+name with the dataset's, so two jobs copying the same dataset into one target (or
+sharing a target at all) never share staging, logs or manifests. The id of a named
+job's set starts with a hash of the job name (``<8 hex>-<24 hex>``), which tells the
+job's sets apart from other jobs' (:meth:`Staging.owns`); ``job=""`` (no job) keeps
+the plain ``<24 hex>`` of the dataset name.
 
 Names starting with ``_`` are skipped by readers (Spark, pyarrow, Hive), and
 the staged tree under ``<file id>/`` mirrors the destination, so publishing a
@@ -40,6 +48,7 @@ from typing import Any
 CONTROL_DIR = "_copycat/distcp"
 DONE_MARKER = "_done.json"
 PARTS_DIR = "_parts"
+MANIFEST_DIR = "manifest"
 
 PLAN_FORMAT = "copycat.distcp.plan/1"
 
@@ -53,9 +62,19 @@ def file_id(origin: str, size: int, mtime: float, checksum: str | None) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def file_set_id(dataset: str) -> str:
-    """A file set's id as used in staging and log paths (safe on any filesystem)."""
-    return hashlib.sha256(dataset.encode("utf-8")).hexdigest()[:24]
+def file_set_id(dataset: str, job: str = "") -> str:
+    """A file set's id as used in staging, log and manifest paths (safe on any filesystem):
+    ``<24 hex>`` of the dataset name without a job, ``<8 hex of the job>-<24 hex of (job,
+    dataset)>`` for a job's set (see the module docstring)."""
+    if not job:
+        return hashlib.sha256(dataset.encode("utf-8")).hexdigest()[:24]
+    digest = hashlib.sha256(job.encode("utf-8") + b"\0" + dataset.encode("utf-8")).hexdigest()[:24]
+    return f"{job_key(job)}-{digest}"
+
+
+def job_key(job: str) -> str:
+    """The prefix of a job's file set ids (8 hex chars); ``""`` for no job."""
+    return hashlib.sha256(job.encode("utf-8")).hexdigest()[:8] if job else ""
 
 
 @dataclass(frozen=True)
@@ -138,18 +157,36 @@ class WorkUnit:
 
 @dataclass
 class Staging:
-    """Paths of staged output under a target root (a path on the target filesystem, no
+    """Paths of staged output, publish logs and manifests of one copy job (``job``: its
+    name; ``""`` for none) under a target root (a path on the target filesystem, no
     protocol). All methods return paths joined with ``/``."""
 
     target_root: str
+    job: str = ""
     control: str = field(init=False)
 
     def __post_init__(self):
         self.target_root = self.target_root.rstrip("/") or "/"
+        self.job = self.job or ""
         self.control = posixpath.join(self.target_root, CONTROL_DIR)
 
+    def set_id(self, file_set: str) -> str:
+        """The id of this job's file set ``file_set`` (:func:`file_set_id`)."""
+        return file_set_id(file_set, self.job)
+
+    def owns(self, set_id: str) -> bool:
+        """Whether ``set_id`` (a name in the staging, log or manifest directory, without
+        ``.json``) is the id of one of this job's file sets."""
+        if self.job:
+            return set_id.startswith(job_key(self.job) + "-")
+        return len(set_id) == 24 and "-" not in set_id
+
+    def staging_dir(self) -> str:
+        """The directory holding every file set's staging (of all jobs)."""
+        return posixpath.join(self.control, "staging")
+
     def file_set_dir(self, file_set: str) -> str:
-        return posixpath.join(self.control, "staging", file_set_id(file_set))
+        return posixpath.join(self.control, "staging", self.set_id(file_set))
 
     def file_dir(self, f: CopyableFile) -> str:
         """Where ``f``'s output is staged: ``<file id>/<destination...>`` mirrors the destination."""
@@ -162,7 +199,12 @@ class Staging:
         return posixpath.join(self.file_dir(f), PARTS_DIR, f"{part:05d}")
 
     def wal(self, file_set: str) -> str:
-        return posixpath.join(self.control, "wal", f"{file_set_id(file_set)}.json")
+        return posixpath.join(self.control, "wal", f"{self.set_id(file_set)}.json")
+
+    def manifest(self, file_set: str) -> str:
+        """``<target>/_copycat/distcp/manifest/<file set id>.json``: what each output of the
+        file set was published from (written by the publisher, read by the diff)."""
+        return posixpath.join(self.control, MANIFEST_DIR, f"{self.set_id(file_set)}.json")
 
     def wal_dir(self) -> str:
         return posixpath.join(self.control, "wal")

@@ -8,7 +8,11 @@ whole or not at all. The copier has staged each file under
     {"id": <file id>, "origin": ..., "outputs": [{"path": <relative to the target root>, "size": n}, ...],
      "checksum": "md5:..." | null, "bytes": n}
 
-so a file is *staged* iff its marker exists and carries its id.
+so a file is *staged* iff its marker exists and carries its id. A file set is
+one job's (``Staging.job``; see :mod:`.model`): its staging, log and manifest are
+keyed by the job and the dataset, so jobs sharing a target never drop or replay
+each other's work; and the runs of one job (backfill windows of one dataset) drop
+only the staging of the files they publish.
 
 Protocol, per file set (:meth:`Publisher.publish`):
 
@@ -20,16 +24,24 @@ Protocol, per file set (:meth:`Publisher.publish`):
    published, its staging is kept -- the next run finds the already copied
    files by id and copies only the rest (Gobblin's ``RecoveryHelper``, without
    moving files: staging *is* the persist directory) -- and the result names
-   the missing files by origin;
+   the missing files by origin. A file that is not staged but already
+   published -- the manifest records its id at its destination (for ``untar``:
+   at its entries below the destination) and those outputs exist: a retried
+   publish after a crash, whose leftover log (step 1) finished the job -- counts
+   as published (it is in ``files``, ``bytes`` and ``outputs``, and no
+   deletion may remove its outputs);
 3. the publish log ``Staging.wal(file_set)`` lists every step (below); it is
    written to a temporary name and renamed into place, so it exists whole or
    not at all;
 4. the steps are applied in order;
-5. the file set's staging directory is removed, then the log.
+5. the staging directories of the files the log published are removed (the
+   file set's directory too when that empties it; staged files of other runs,
+   e.g. another backfill window of the same dataset, stay), then the log.
 
 A run calls :meth:`Publisher.recover` before any new work: it replays every
-leftover log (steps 4-5). Each step is idempotent, so a crash at any point --
-also during a replay -- is repaired by replaying again:
+leftover log of its job (steps 4-5), then :meth:`Publisher.drop_stale` drops the
+staging that its plan will not publish. Each step is idempotent, so a crash at
+any point -- also during a replay -- is repaired by replaying again:
 
 ``chown`` / ``chmod`` / ``utime``
     set owner, mode and modification time of a file whose destination is
@@ -52,18 +64,24 @@ also during a replay -- is repaired by replaying again:
     after the renames keeps what they made) and a directory that becomes a
     file (publish ``x`` over a directory ``x``; ``"unless": "file"``) are
     deleted first, also when the diff did not list them (an update replaces
-    a path whatever its type).
+    a path whatever its type). An ``untar`` destination holds what its
+    archive holds: republishing it deletes the entries of the old version
+    (recorded in the manifest) that the new one does not have, and a deletion
+    the diff listed below it that the new version writes is left out (a
+    replacement).
 ``manifest``
     ``<target>/_copycat/distcp/manifest/<file set id>.json``, written whole
     (temporary name + rename): ``{destination path: file id}`` for every
-    output published so far, the previous manifest minus deletions plus this
-    publish. The diff uses it to recognise converted outputs (``a.csv`` from
-    ``a.csv.gz``, an untarred tree) as up to date.
+    output published so far, the previous manifest minus deletions (and minus
+    the old entries of a republished archive) plus this publish. The diff
+    uses it to recognise converted outputs (``a.csv`` from ``a.csv.gz``, an
+    untarred tree) as up to date.
 
 The log (JSON, paths relative to the target root)::
 
-    {"format": "copycat.distcp.publish-log/1", "file_set": "tables/orders", "file_set_id": "<24 hex>",
-     "token": "<UTC time>-<12 hex>", "created": <unix time>, "files": 3, "bytes": 1234, "outputs": 4,
+    {"format": "copycat.distcp.publish-log/1", "file_set": "tables/orders",
+     "file_set_id": "<8 hex of the job>-<24 hex>",
+     "token": "<UTC time>-<12 hex>", "created": <unix time>, "files": 3, "bytes": 1234, "outputs": 4, "deleted": 1,
      "drop": ["_copycat/distcp/staging/<set id>/<file id>", ...],
      "steps": [
        {"op": "chown", "staged": "_copycat/distcp/staging/<set id>/<file id>/a/b.csv", "path": "a/b.csv",
@@ -107,10 +125,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..connect.errors import ConnectException
-from .model import CONTROL_DIR, PARTS_DIR, CopyableFile, Staging, file_set_id
+from .model import CONTROL_DIR, DONE_MARKER, MANIFEST_DIR, PARTS_DIR, CopyableFile, Staging
 
 LOG_FORMAT = "copycat.distcp.publish-log/1"
-MANIFEST_DIR = "manifest"
 ATTRIBUTE_OPS = ("chown", "chmod", "utime")
 
 
@@ -144,11 +161,13 @@ def _new_token() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(6)
 
 
-def _bad_relative(path: Any) -> str | None:
-    """Why ``path`` cannot be a path relative to the target root, or ``None``."""
+def _bad_relative(path: Any, backslash_ok: bool = True) -> str | None:
+    """Why ``path`` cannot be a path relative to the target root, or ``None``. A backslash is
+    an ordinary character of a name on POSIX disks, HDFS and object stores; only where it
+    separates directories (``backslash_ok=False``: a local Windows disk) is it refused."""
     if not isinstance(path, str) or not path:
         return "is empty or not a string"
-    if path.startswith("/") or "\\" in path:
+    if path.startswith("/") or (not backslash_ok and "\\" in path):
         return "is not a relative path"
     parts = path.split("/")
     if any(p in ("", ".", "..") for p in parts):
@@ -187,6 +206,7 @@ class Publisher:
         self.staging = staging
         self.config = dict(config or {})
         self.local = _is_local(target_fs)
+        self.backslash_ok = not (self.local and "\\" in (os.sep, os.altsep))
         self.root = staging.target_root
         if self.local and not os.path.isabs(self.root):
             raise ValueError(f"distcp: the local target root must be an absolute path, not {self.root!r} "
@@ -205,8 +225,8 @@ class Publisher:
         return path[len(prefix):]
 
     def manifest_path(self, file_set: str) -> str:
-        """``<target>/_copycat/distcp/manifest/<file set id>.json``."""
-        return posixpath.join(self.staging.control, MANIFEST_DIR, f"{file_set_id(file_set)}.json")
+        """``<target>/_copycat/distcp/manifest/<file set id>.json`` (:meth:`.Staging.manifest`)."""
+        return self.staging.manifest(file_set)
 
     def read_manifest(self, file_set: str) -> dict[str, str]:
         """``{destination path: file id}`` of every output published for ``file_set`` ({} if none)."""
@@ -315,26 +335,32 @@ class Publisher:
         return {p.rstrip("/"): info for p, info in found.items()}
 
     # ------------------------------------------------------------ recovery
+    def _mine(self, set_id: str) -> bool:
+        """Whether the file set id ``set_id`` is this job's to recover: its own sets, and (for a
+        named job) the sets of no job, which runs before per-job file sets left."""
+        return self.staging.owns(set_id) or (bool(self.staging.job) and Staging(self.root).owns(set_id))
+
     def recover(self) -> list[dict]:
-        """Replay every publish log left under ``staging.wal_dir()`` (a crash mid-publish), then
-        delete it and its file set's staging. A log whose write was cut short (temporary
-        name, never renamed into place: nothing of it was applied) is deleted. Call before
-        any new work: it drops the whole staging of a replayed set, so staging that a copy made
-        afterwards would go too (:meth:`publish` replays its own set's leftover log without
-        that). Returns one entry per log: ``{"file_set", "file_set_id", "log", "status":
+        """Replay every publish log of this job left under ``staging.wal_dir()`` (a crash
+        mid-publish), then delete it and the staging of the files it published (other
+        jobs' logs are theirs to replay). A log whose write was cut short (temporary name,
+        never renamed into place: nothing of it was applied) is deleted. Call before any
+        new work. Returns one entry per log: ``{"file_set", "file_set_id", "log", "status":
         "replayed" | "discarded" | "failed", "steps", "renamed", "deleted", "seconds" | "error"}``;
         a log that fails to replay stays (and blocks only its own file set)."""
         wal_dir = self.staging.wal_dir()
         out: list[dict] = []
         for path in sorted(self._find(wal_dir)):
             name = posixpath.basename(path)
+            if not self._mine(name.split(".", 1)[0]):
+                continue
             if name.endswith(".tmp"):
                 self._delete(path)
                 out.append({"file_set": None, "file_set_id": name.split(".", 1)[0], "log": path,
                             "status": "discarded"})
             elif name.endswith(".json"):
                 try:
-                    out.append(self._replay(path, drop_all=True))
+                    out.append(self._replay(path))
                 except Exception as e:  # noqa: BLE001 - each log is independent
                     try:
                         file_set = self._load_log(path).get("file_set")
@@ -344,7 +370,7 @@ class Publisher:
                                 "status": "failed", "error": f"{e}"})
         manifest_dir = posixpath.join(self.staging.control, MANIFEST_DIR)
         for path in self._find(manifest_dir):  # manifest writes cut short (their log rewrites them)
-            if path.endswith(".tmp"):
+            if path.endswith(".tmp") and self._mine(posixpath.basename(path).split(".", 1)[0]):
                 self._delete(path)
         return out
 
@@ -358,13 +384,12 @@ class Publisher:
                                "set again")
         return log
 
-    def _replay(self, path: str, *, drop_all: bool) -> dict:
-        """Apply the log at ``path`` again, then drop its staging (the whole file set's with
-        ``drop_all``, else the file directories it names) and the log."""
+    def _replay(self, path: str) -> dict:
+        """Apply the log at ``path`` again, then drop the staged file directories it names and the log."""
         log = self._load_log(path)
         t0 = time.monotonic()
         counts = self._apply(log)
-        self._finish(log, path, drop_all=drop_all)
+        self._finish(log, path)
         return {"file_set": log.get("file_set"), "file_set_id": log.get("file_set_id"), "log": path,
                 "status": "replayed", **counts,
                 "seconds": round(time.monotonic() - t0, 3)}
@@ -376,44 +401,88 @@ class Publisher:
         root) if every file is staged; else publish nothing, keep the staging, and list the
         missing files by origin. See the module docstring for the steps.
 
+        A file that is not staged but already published (the manifest records its id at its
+        output(s), which exist: a retry after a crash) counts as published, see the module
+        docstring. Nothing is dropped from the staging but the directories of the files this
+        call publishes (the staging of other runs' files stays: :meth:`drop_stale`).
+
         Result: ``{"file_set", "status": "published" | "not_published", "files", "bytes",
         "outputs", "deleted", "missing": [origins], "errors": {origin: why}, "notes",
-        "replayed_log", "seconds"}``. Raises :class:`PublishError` when a step fails (the
-        log stays, the next :meth:`recover` finishes it) and ``ValueError`` for a request
-        that cannot be right (a file of another set, a deletion of a published output)."""
+        "replayed_log", "already_published", "seconds"}`` (``files``/``bytes``/``outputs``
+        count the already published files too; ``already_published``: how many there were).
+        Raises :class:`PublishError` when a step fails (the log stays, the next
+        :meth:`recover` finishes it) and ``ValueError`` for a request that cannot be right
+        (a file of another set, a deletion of a published output)."""
         t0 = time.monotonic()
         files = list(files)
         deletes = sorted(set(deletes))
         result: dict[str, Any] = {"file_set": file_set, "status": "not_published", "files": 0, "bytes": 0,
                                   "outputs": 0, "deleted": 0, "missing": [], "errors": {}, "notes": [],
-                                  "replayed_log": False, "seconds": 0.0}
+                                  "replayed_log": False, "already_published": 0, "seconds": 0.0}
         self._validate_request(file_set, files, deletes)
 
         wal = self.staging.wal(file_set)
         if self._exists(wal):  # recover() was not called, or failed on this set: finish the old publish first
-            self._replay(wal, drop_all=False)
+            self._replay(wal)
             result["replayed_log"] = True
 
         if not files and not deletes:
-            self._drop(self.staging.file_set_dir(file_set))
             result.update(status="published", seconds=round(time.monotonic() - t0, 3))
             return result
 
         staged, errors = self._check_staged(file_set, files)
+        manifest = self.read_manifest(file_set)
+        published: list[_Staged] = []
+        for f in files:
+            if f.origin in errors:
+                outputs = self._published_outputs(f, manifest)
+                if outputs is not None:
+                    published.append(_Staged(f, outputs))
+                    del errors[f.origin]
         if errors:
             result["missing"] = sorted(errors)
             result["errors"] = {origin: errors[origin] for origin in sorted(errors)}
             result["seconds"] = round(time.monotonic() - t0, 3)
             return result
 
-        log, notes = self._plan(file_set, staged, deletes, preserve_attrs)
-        self._write_json_atomically(wal, log, log["token"])
-        self._after_log_written(wal)
-        self._apply(log)
-        self._finish(log, wal, drop_all=True)
-        result.update(status="published", files=log["files"], bytes=log["bytes"], outputs=log["outputs"],
-                      deleted=len(deletes), notes=notes, seconds=round(time.monotonic() - t0, 3))
+        log, notes = self._plan(file_set, staged, deletes, preserve_attrs, published=published, manifest=manifest)
+        if log is not None:
+            self._write_json_atomically(wal, log, log["token"])
+            self._after_log_written(wal)
+            self._apply(log)
+            self._finish(log, wal)
+        done = [out for s in published for out in s.outputs]
+        result.update(status="published", files=len(staged) + len(published),
+                      bytes=(log["bytes"] if log else 0) + sum(out["size"] or 0 for out in done),
+                      outputs=(log["outputs"] if log else 0) + len(done),
+                      deleted=log["deleted"] if log else 0, already_published=len(published), notes=notes,
+                      seconds=round(time.monotonic() - t0, 3))
         return result
+
+    def _published_outputs(self, f: CopyableFile, manifest: Mapping[str, str]) -> list[dict] | None:
+        """The outputs of ``f`` when it is already published -- the manifest records ``f.id`` at
+        its destination (``untar``: at one entry below it, at least) and every such output
+        exists (a plain file with its size) -- else ``None``."""
+        if "untar" in f.converters:
+            prefix = f.destination + "/"
+            paths = sorted(p for p, ident in manifest.items() if ident == f.id and p.startswith(prefix))
+        else:
+            paths = [f.destination] if manifest.get(f.destination) == f.id else []
+        if not paths:
+            return None
+        outputs = []
+        for rel in paths:
+            path = self.path(rel)
+            try:
+                if not self._exists(path):
+                    return None
+                size = self._size(path)
+            except FileNotFoundError:
+                return None
+            if not f.converters and size is not None and size != f.size:
+                return None
+            outputs.append({"path": rel, "size": size})
+        return outputs
 
     def publish_all(self, work: Mapping[str, tuple[list[CopyableFile], Iterable[str]]], *,
                     preserve_attrs: bool = True) -> list[dict]:
@@ -435,11 +504,11 @@ class Publisher:
         for f in files:
             if f.file_set != file_set:
                 raise ValueError(f"distcp: {f.origin} belongs to file set {f.file_set!r}, not {file_set!r}")
-            why = _bad_relative(f.destination)
+            why = _bad_relative(f.destination, self.backslash_ok)
             if why:
                 raise ValueError(f"distcp: destination {f.destination!r} of {f.origin} {why}")
         for d in deletes:
-            why = _bad_relative(d)
+            why = _bad_relative(d, self.backslash_ok)
             if why:
                 raise ValueError(f"distcp: deletion {d!r} of file set {file_set!r} {why}")
         ids = [f.id for f in files]
@@ -541,7 +610,7 @@ class Publisher:
         checked = []
         for out in outputs:
             rel = out.get("path") if isinstance(out, dict) else None
-            why = _bad_relative(rel)
+            why = _bad_relative(rel, self.backslash_ok)
             if why:
                 return f"its output {rel!r} {why}", []
             if rel != f.destination and not rel.startswith(f.destination + "/"):
@@ -561,11 +630,33 @@ class Publisher:
             checked.append({"path": rel, "size": None if size is None else int(size)})
         return None, checked
 
-    def _plan(self, file_set: str, staged: list[_Staged], deletes: list[str], preserve_attrs: bool):
-        """The log of publishing ``staged`` and ``deletes``, and notes for the result."""
+    def _plan(self, file_set: str, staged: list[_Staged], deletes: list[str], preserve_attrs: bool, *,
+              published: list[_Staged] = (), manifest: Mapping[str, str] | None = None):
+        """The log of publishing ``staged`` and ``deletes`` (``None`` when there is nothing to do),
+        and notes for the result. ``published``: files of the set already published (their
+        outputs are never deleted); ``manifest``: the set's current manifest (read when
+        ``None``)."""
         notes: list[str] = []
+        manifest = self.read_manifest(file_set) if manifest is None else manifest
         outputs = {out["path"] for s in staged for out in s.outputs}
         delete_set = set(deletes)
+        # An untar destination holds what its archive holds: the entries of the old version that the new one
+        # does not write are deleted (they leave the manifest with it), and a listed deletion of a path that the
+        # new version writes is a replacement, not a deletion.
+        archives = {s.file.destination: s.file for s in staged if "untar" in s.file.converters}
+        if archives:
+            ids = {s.file.id for s in [*staged, *published]}
+            for path, ident in manifest.items():
+                archive = next((archives[a] for a in (path, *_ancestors(path)) if a in archives), None)
+                if archive is not None and path not in outputs and (ident == archive.id or ident not in ids):
+                    delete_set.add(path)
+            delete_set -= {d for d in delete_set & outputs if any(a in archives for a in _ancestors(d))}
+        # the outputs of files already published (a retried publish) stay
+        done = {out["path"] for s in published for out in s.outputs}
+        delete_set -= done | {a for p in done for a in _ancestors(p)}
+        deletes = sorted(delete_set)
+        if not staged and not deletes:
+            return None, []
         both = sorted(outputs & delete_set)
         if both:
             raise ValueError(f"distcp: file set {file_set!r} both publishes {both[0]} and deletes {both[0]}")
@@ -613,7 +704,7 @@ class Publisher:
             for out in sorted(s.outputs, key=lambda o: o["path"]):
                 renames.append({"op": "rename", "from": self.rel(posixpath.join(file_dir, out["path"])),
                                 "to": out["path"], "size": out["size"], "file": f.id})
-        manifest = {p: i for p, i in self.read_manifest(file_set).items()
+        manifest = {p: i for p, i in manifest.items()
                     if p not in delete_set and not any(a in delete_set for a in _ancestors(p))}
         manifest.update({out["path"]: s.file.id for s in staged for out in s.outputs})
         steps = (attrs
@@ -627,12 +718,13 @@ class Publisher:
         log = {
             "format": LOG_FORMAT,
             "file_set": file_set,
-            "file_set_id": file_set_id(file_set),
+            "file_set_id": self.staging.set_id(file_set),
             "token": _new_token(),
             "created": time.time(),
             "files": len(staged),
             "bytes": sum(out["size"] or 0 for s in staged for out in s.outputs),
             "outputs": len(renames),
+            "deleted": len(deletes),
             "drop": sorted({self.rel(self.staging.file_dir(s.file)) for s in staged}),
             "steps": steps,
         }
@@ -754,13 +846,22 @@ class Publisher:
             st = os.stat(path)
             os.utime(path, ns=(st.st_atime_ns, int(round(float(step["mtime"]) * 1e9))))
 
-    def _finish(self, log: dict, wal: str, *, drop_all: bool) -> None:
-        """Drop the staging the log published, then the log (if it is still this one)."""
-        if drop_all:
-            self._drop(self.staging.file_set_dir(log.get("file_set", "")))
-        else:
-            for rel in log.get("drop", []):
-                self._drop(self.path(rel))
+    def _finish(self, log: dict, wal: str) -> None:
+        """Drop the staged file directories the log published (and their file set's directory when
+        that empties it), then the log (if it is still this one). Other staged files of the set
+        stay (another run's, e.g. another backfill window's, or files of a failed run)."""
+        staging_prefix = self.staging.staging_dir() + "/"
+        parents = set()
+        for rel in log.get("drop", []):
+            path = self.path(rel) if isinstance(rel, str) else ""
+            parts = path[len(staging_prefix):].split("/") if path.startswith(staging_prefix) else []
+            if len(parts) != 2 or any(x in ("", ".", "..") for x in parts):  # <set id>/<file id>
+                raise PublishError(f"distcp: the publish log {wal} drops {rel!r}, which is not a staged file's "
+                                   "directory; the log was changed outside copycat")
+            self._drop(path)
+            parents.add(posixpath.dirname(path))
+        for parent in sorted(parents):
+            self._drop_if_empty(parent)
         current = self._read_json(wal, "publish log")
         if current is not None and current.get("token") == log.get("token"):
             self._delete(wal)
@@ -772,24 +873,99 @@ class Publisher:
         except OSError as e:
             raise PublishError(f"distcp: could not delete staging {path}: {e}") from e
 
-    # ------------------------------------------------------------ cleanup
-    def stale_staging(self, known_file_sets: Iterable[str]) -> list[str]:
-        """Staging directories of file sets not in ``known_file_sets`` (datasets that vanished from
-        the source, or a plan that changed); :meth:`drop_staging_dir` removes one. The
-        staging of known sets is kept: the next run reuses its files."""
-        known = {file_set_id(s) for s in known_file_sets}
-        base = posixpath.dirname(self.staging.file_set_dir(""))
+    def _drop_if_empty(self, directory: str) -> bool:
+        """Remove the staging directory ``directory`` if no file is left below it."""
+        if self.local:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return False
+            return True
+        try:
+            if self._find(directory):
+                return False
+            self.fs.rm(directory, recursive=True)
+        except (FileNotFoundError, OSError):
+            return False
+        return True
+
+    def _ls(self, directory: str) -> list[str]:
+        """The entries of ``directory`` (full paths; ``[]`` when there is no such directory)."""
         try:
             if not self.local:
-                self.fs.invalidate_cache(base)
-            entries = self.fs.ls(base, detail=False)
-        except FileNotFoundError:
+                self.fs.invalidate_cache(directory)
+            return sorted(p.rstrip("/") for p in self.fs.ls(directory, detail=False))
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(p.rstrip("/") for p in entries if posixpath.basename(p.rstrip("/")) not in known)
+
+    # ------------------------------------------------------------ cleanup
+    def drop_stale(self, current: Mapping[str, Iterable[str]], *,
+                   listed: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+        """Drop this job's staging that no publish will use; returns the dropped directories.
+
+        Call at plan time, after :meth:`recover` and the diff. ``current``: ``{file set: ids of
+        the files the plan copies}`` for **every** file set of the plan (every dataset found;
+        an empty list when nothing of it is copied). Dropped:
+
+        * the staging of this job's file sets not in ``current`` (datasets that vanished);
+        * in a set of ``current``, the staged files whose id the plan does not copy: a file
+          that became up to date, an old version of a file that changed (a new id) or left
+          the source. When the job selects a date range (``partition.date.format`` in the
+          config), a run lists only part of each set and staged files of other windows
+          must stay: then only the staged files whose done marker names an origin in
+          ``listed`` (``{file set: origins this run listed}``) are dropped (without
+          ``listed``, none), and the leftovers of copies that never finished (no done
+          marker, no byte ranges of a split file: nothing a rerun could reuse).
+
+        Other jobs' staging (:meth:`.Staging.owns`) and the staging of a set whose publish
+        log is still there (it failed to replay and needs its files) are never touched."""
+        partial = bool(self.config.get("partition.date.format"))
+        wanted = {self.staging.set_id(file_set): (file_set, {str(i) for i in ids})
+                  for file_set, ids in current.items()}
+        logs = {posixpath.basename(p).split(".", 1)[0] for p in self._ls(self.staging.wal_dir())}
+        dropped: list[str] = []
+        for set_dir in self._ls(self.staging.staging_dir()):
+            set_id = posixpath.basename(set_dir)
+            if not self.staging.owns(set_id) or set_id in logs:
+                continue
+            if set_id not in wanted:
+                self._drop(set_dir)
+                dropped.append(set_dir)
+                continue
+            file_set, ids = wanted[set_id]
+            stale = [d for d in self._ls(set_dir) if posixpath.basename(d) not in ids]
+            if partial:
+                origins = set((listed or {}).get(file_set, ()))
+                markers = self._read_many([posixpath.join(d, DONE_MARKER) for d in stale])
+                stale = [d for d in stale
+                         if self._stale_in_window(d, markers[posixpath.join(d, DONE_MARKER)], origins)]
+            for d in stale:
+                self._drop(d)
+                dropped.append(d)
+            if stale:
+                self._drop_if_empty(set_dir)
+        return sorted(dropped)
+
+    def _stale_in_window(self, file_dir: str, marker: Any, origins: set[str]) -> bool:
+        """With a date range: whether the staged file at ``file_dir`` (its done marker's bytes, or
+        the exception reading it) is of no use to any run -- an old version of a file this run
+        listed, or an unfinished copy with nothing to reuse."""
+        if isinstance(marker, FileNotFoundError):
+            return not self._exists(posixpath.join(file_dir, PARTS_DIR))
+        return _marker_origin(marker) in origins
+
+    def stale_staging(self, known_file_sets: Iterable[str]) -> list[str]:
+        """Staging directories of this job's file sets not in ``known_file_sets`` (datasets that
+        vanished from the source, or a plan that changed); :meth:`drop_staging_dir` removes
+        one. The staging of known sets is kept: the next run reuses its files. (See
+        :meth:`drop_stale`, which also drops stale files of known sets.)"""
+        known = {self.staging.set_id(s) for s in known_file_sets}
+        return [p for p in self._ls(self.staging.staging_dir())
+                if self.staging.owns(posixpath.basename(p)) and posixpath.basename(p) not in known]
 
     def drop_staging_dir(self, path: str) -> None:
         """Delete one staging directory (as listed by :meth:`stale_staging`)."""
-        base = posixpath.dirname(self.staging.file_set_dir("")) + "/"
+        base = self.staging.staging_dir() + "/"
         if not path.startswith(base):
             raise ValueError(f"distcp: {path} is not a staging directory under {base}")
         self._drop(path)
@@ -797,6 +973,17 @@ class Publisher:
     def drop_staging(self, file_set: str) -> None:
         """Delete the staging of ``file_set`` (its staged files will be copied again)."""
         self._drop(self.staging.file_set_dir(file_set))
+
+
+def _marker_origin(raw: Any) -> str | None:
+    """The ``origin`` a done marker's bytes name (``None`` when unreadable)."""
+    if not isinstance(raw, (bytes, str)):
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc.get("origin") if isinstance(doc, dict) else None
 
 
 __all__ = ["LOG_FORMAT", "MANIFEST_DIR", "PublishError", "Publisher"]

@@ -93,22 +93,31 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     started = time.monotonic()
     (src_fs, src_root), (tgt_fs, tgt_root) = _filesystems(values)
     _check_overlap(values, src_fs, src_root, tgt_fs, tgt_root)
-    staging = Staging(tgt_root)
-    recovered = Publisher(tgt_fs, staging, config=values).recover()  # leftover logs first: the diff sees their result
+    staging = Staging(tgt_root, job=name)
+    publisher = Publisher(tgt_fs, staging, config=values)
+    recovered = publisher.recover()  # leftover logs first: the diff sees their result
     for r in recovered:
         log.info("copy %s: replayed the publish log of file set %r left by an earlier run", name, r.get("file_set"))
-    datasets = listing.find_datasets(src_fs, src_root, values["dataset.pattern"])
+    datasets = listing.find_datasets(src_fs, src_root, values["dataset.pattern"], config=values)
     files: list[CopyableFile] = []
     for d in datasets:
         files += listing.list_files(src_fs, src_root, d, values)
-    result = diff.diff(files, tgt_fs, tgt_root, datasets, values)
+    result = diff.diff(files, tgt_fs, tgt_root, datasets, values, staging=staging)
+    current: dict[str, list[str]] = {d.name: [] for d in datasets}
+    listed: dict[str, list[str]] = {d.name: [] for d in datasets}
+    for f in result.to_copy:
+        current[f.file_set].append(f.id)
+    for f in files:
+        listed[f.file_set].append(f.origin)
+    for path in publisher.drop_stale(current, listed=listed):
+        log.info("copy %s: dropped stale staging %s", name, path)
     units = workunits.work_units(result.to_copy, int(values["block.split.size"] or 0))
     packed = [t for t in workunits.pack(units, tasks_max) if t]
     secrets = secret_keys(raw)
     redacted = redact({k: raw[k] for k in sorted(raw)}, secrets)
     created = dt.datetime.now(dt.timezone.utc)
     plans_dir = _plans_dir(staging, name)
-    plan_dir = f"{plans_dir}/{created:%Y%m%dT%H%M%S}-{_secrets.token_hex(3)}"
+    plan_dir = f"{plans_dir}/{created:%Y%m%dT%H%M%S%f}-{_secrets.token_hex(3)}"  # microseconds: ordered
 
     by_set: dict[str, dict[str, Any]] = {}
     for d in datasets:
@@ -174,7 +183,7 @@ def _plans_dir(staging: Staging, name: str) -> str:
 
 def _prune_plans(fs, directory: str, keep: int) -> None:
     """Drop all but the ``keep`` newest plans of one job (their directories are named by time)."""
-    plans = sorted(p for p in fs.ls(directory, detail=False) if re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}",
+    plans = sorted(p for p in fs.ls(directory, detail=False) if re.fullmatch(r"\d{8}T\d{12}-[0-9a-f]{6}",
                                                                               p.rstrip("/").rsplit("/", 1)[-1]))
     for old in plans[:-keep]:
         fs.rm(old, recursive=True)
@@ -231,7 +240,7 @@ def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
         values = copy_config.parse_copy_config({k: v for k, v in config.items() if k != PLAN_URL_KEY})
         (src_fs, _), (tgt_fs, tgt_root) = _filesystems(values)
         units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
-        staging = Staging(tgt_root)
+        staging = Staging(tgt_root, job=values["name"])
         total = sum(WorkUnit.from_dict(u).bytes for u in units)
         done_bytes = [0, 0]  # finished units' bytes, bytes at the last progress line
 
@@ -286,7 +295,7 @@ def publish_copy(plan: Mapping[str, Any], group_results: list[Mapping[str, Any]]
     raw = load_connector_config(raw_config)
     values = copy_config.parse_copy_config(raw)
     _, (tgt_fs, tgt_root) = _filesystems(values)
-    staging = Staging(tgt_root)
+    staging = Staging(tgt_root, job=values["name"])
     full = _load_plan(plan["plan_url"], _options(values.get("target.options")))
     publisher = Publisher(tgt_fs, staging, config=values)  # publish() replays its own set's leftover log
     tasks = [t for g in group_results if g for t in g["tasks"]]

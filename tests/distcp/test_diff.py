@@ -241,14 +241,17 @@ def test_converted_files_are_up_to_date_only_by_the_manifest(trees):
     assert names(plan(src, dst, converters="decompress")[2].to_copy) == ["d/a.csv.gz", "d/b.csv.gz"]
 
 
-def test_untarred_trees_are_recognised_and_never_deleted(trees):
+def test_untarred_trees_are_recognised_and_hold_what_their_archive_holds(trees):
     src, dst = trees
     write(src, {"d/bundle.tar": "tar-bytes"})
     write(dst, {"d/bundle/x/1.txt": "1", "d/bundle/2.txt": "2", "d/stale.txt": "s"})
     _, files, result = plan(src, dst, converters="untar", delete="true")
     assert [f.destination for f in files] == ["d/bundle"]
     assert names(result.to_copy) == ["d/bundle.tar"]
-    assert result.deletes == {"d": ["d/stale.txt"]}  # the expanded tree belongs to bundle.tar
+    # the archive is expanded again: with delete, what is below its destination goes unless the new version
+    # writes it (the publisher leaves those deletions out)
+    assert result.deletes == {"d": ["d/bundle/2.txt", "d/bundle/x/1.txt", "d/stale.txt"]}
+    assert plan(src, dst, converters="untar")[2].deletes == {}  # without delete: nothing
     tid = files[0].id
     staging = Staging(str(dst))
     fs, _ = filesystem(str(dst), None)
@@ -256,9 +259,127 @@ def test_untarred_trees_are_recognised_and_never_deleted(trees):
     fs.pipe(manifest_path(staging, "d"), json.dumps({"d/bundle/x/1.txt": tid, "d/bundle/2.txt": tid}).encode())
     assert read_manifest(fs, staging, "d") == {"d/bundle/x/1.txt": tid, "d/bundle/2.txt": tid}
     assert names(plan(src, dst, converters="untar")[2].skipped) == ["d/bundle.tar"]
+    # an up-to-date archive keeps the entries the manifest records; a stray file below it goes (with delete)
+    write(dst, {"d/bundle/x/stray.txt": "?", "d/bundle/.hidden": "h"})
+    _, _, result = plan(src, dst, converters="untar", delete="true", file_pattern="bundle*")
+    assert names(result.skipped) == ["d/bundle.tar"]
+    assert result.deletes == {"d": ["d/bundle/x/stray.txt"]}  # in the archive's scope; hidden names stay
     # one expanded file missing: the archive is expanded again
     os.remove(dst / "d/bundle/2.txt")
     assert names(plan(src, dst, converters="untar")[2].to_copy) == ["d/bundle.tar"]
+
+
+@pytest.mark.parametrize("delete", ["false", "true"])
+def test_a_republished_archive_replaces_its_whole_tree_and_is_then_up_to_date(trees, delete):
+    from airflow_copycat.distcp.publish import Publisher
+
+    src, dst = trees
+    fs, _ = filesystem(str(dst), None)
+    staging = Staging(str(dst))
+    pub = Publisher(fs, staging)
+
+    def run(outputs: dict[str, bytes]):
+        """Plan, stage ``outputs`` for every file to copy (as the copier would), publish; the diff."""
+        datasets, files, result = plan(src, dst, converters="untar", delete=delete)
+        for f in result.to_copy:
+            d = staging.file_dir(f)
+            for rel, data in outputs.items():
+                fs.makedirs(os.path.dirname(f"{d}/{rel}"), exist_ok=True)
+                fs.pipe_file(f"{d}/{rel}", data)
+            fs.pipe_file(staging.done_marker(f), json.dumps({
+                "id": f.id, "origin": f.origin, "outputs": [{"path": r, "size": len(b)} for r, b in outputs.items()],
+                "checksum": None, "bytes": 0}).encode())
+        res = pub.publish("d", result.to_copy, result.deletes.get("d", []))
+        assert res["status"] == "published", res
+        return result
+
+    # Given an archive of a.txt, b.txt and sub/c.txt, published
+    write(src, {"d/bundle.tar": "v1"})
+    v1 = run({"d/bundle/a.txt": b"v1-a", "d/bundle/b.txt": b"v1-b", "d/bundle/sub/c.txt": b"v1-c"})
+    assert names(v1.to_copy) == ["d/bundle.tar"]
+    write(dst, {"d/bundle/stray.txt": "not from any archive"})
+    # When a new version without b.txt and sub/c.txt is published
+    write(src, {"d/bundle.tar": "v2"}, mtime=T0 + 100)
+    v2 = run({"d/bundle/a.txt": b"v2-a", "d/bundle/new.txt": b"v2-n"})
+    assert names(v2.to_copy) == ["d/bundle.tar"]
+    # Then the destination holds the new version only (a stray file only goes with delete)
+    expected = {"d/bundle/a.txt", "d/bundle/new.txt"} | ({"d/bundle/stray.txt"} if delete == "false" else set())
+    assert {str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file() and "_copycat" not in p.parts} == expected
+    assert (dst / "d/bundle/a.txt").read_bytes() == b"v2-a"
+    (f,) = v2.to_copy
+    assert read_manifest(fs, staging, "d") == {"d/bundle/a.txt": f.id, "d/bundle/new.txt": f.id}
+    # and a rerun with the source unchanged copies and deletes nothing
+    _, _, again = plan(src, dst, converters="untar", delete=delete)
+    assert names(again.skipped) == ["d/bundle.tar"] and again.to_copy == [] and again.deletes == {}
+
+
+def test_the_manifest_decides_a_same_size_change_whatever_the_times():
+    # Given a plain file whose target has the same size, and a manifest recording another version there
+    f = _file("d/x", mtime=T0 + 0.9)
+    close = TargetState({"d/x": TargetFile("d/x", 3, T0 + 0.2)}, manifest={"d/x": "0" * 32})
+    # Then it is copied, though its mtime is within a second
+    assert not UpdatePolicy.up_to_date(f, close)
+    # also without a preserved mtime, for a replacement older than the target
+    g = _file("d/x", mtime=T0 - 3600, preserve=("perm",))
+    newer = TargetState({"d/x": TargetFile("d/x", 3, T0)}, manifest={"d/x": "0" * 32})
+    assert not UpdatePolicy.up_to_date(g, newer)
+    # and even with equal checksums (another version: the manifest is rewritten with its id)
+    md5 = "md5:" + "a" * 32
+    h = _file("d/x", checksum=md5)
+    other = TargetState({"d/x": TargetFile("d/x", 3, T0, md5)}, manifest={"d/x": "0" * 32})
+    assert not UpdatePolicy.up_to_date(h, other)
+    # while the file's own id there means up to date, whatever the times
+    assert UpdatePolicy.up_to_date(f, TargetState({"d/x": TargetFile("d/x", 3, T0 - 99)}, manifest={"d/x": f.id}))
+
+
+def test_the_one_second_tolerance_is_only_for_whole_second_times():
+    # Given no manifest entry: times that both have fractions of a second are compared to the millisecond
+    f = _file("d/x", mtime=T0 + 0.9)
+    assert not UpdatePolicy.up_to_date(f, TargetState({"d/x": TargetFile("d/x", 3, T0 + 0.2)}))
+    assert UpdatePolicy.up_to_date(f, TargetState({"d/x": TargetFile("d/x", 3, T0 + 0.9000004)}))
+    # a filesystem keeping whole seconds (S3) gets a second
+    assert UpdatePolicy.up_to_date(f, TargetState({"d/x": TargetFile("d/x", 3, T0)}))
+    assert UpdatePolicy.up_to_date(_file("d/x", mtime=T0), TargetState({"d/x": TargetFile("d/x", 3, T0 + 0.4)}))
+
+
+def test_end_to_end_a_same_size_rewrite_within_a_second_is_copied(trees):
+    from airflow_copycat.distcp.publish import Publisher
+
+    src, dst = trees
+    write(src, {"d/state.json": '{"v": 1}'}, mtime=T0 + 0.2)
+    fs, _ = filesystem(str(dst), None)
+    pub = Publisher(fs, Staging(str(dst)))
+    for version, mtime, preserve in ((1, T0 + 0.2, "perm,mtime"), (2, T0 + 0.9, "perm,mtime"), (3, T0 - 3600, "perm")):
+        write(src, {"d/state.json": f'{{"v": {version}}}'}, mtime=mtime)
+        _, _, result = plan(src, dst, preserve=preserve)
+        assert names(result.to_copy) == ["d/state.json"], version
+        (f,) = result.to_copy
+        d = Staging(str(dst)).file_dir(f)
+        os.makedirs(f"{d}/d")
+        with open(f"{d}/d/state.json", "w") as fh:
+            fh.write(f'{{"v": {version}}}')
+        fs.pipe_file(Staging(str(dst)).done_marker(f), json.dumps(
+            {"id": f.id, "origin": f.origin, "outputs": [{"path": "d/state.json", "size": 8}]}).encode())
+        assert pub.publish("d", [f], [])["status"] == "published"
+        assert (dst / "d/state.json").read_text() == f'{{"v": {version}}}'
+
+
+def test_the_diff_reads_the_manifest_of_the_jobs_file_set(trees):
+    src, dst = trees
+    write(src, {"d/a.csv.gz": "gz"})
+    write(dst, {"d/a.csv": "decompressed"})
+    datasets, files, _ = plan(src, dst, converters="decompress")
+    job = Staging(str(dst), job="nightly")
+    os.makedirs(os.path.dirname(job.manifest("d")))
+    with open(job.manifest("d"), "w") as fh:
+        json.dump({"d/a.csv": files[0].id}, fh)
+    cfg = parse_copy_config({"name": "nightly", "source.url": str(src), "target.url": str(dst),
+                             "dataset.pattern": "*", "converters": "decompress"})
+    fs, _ = filesystem(str(dst), None)
+    assert names(diff(files, fs, str(dst), datasets, cfg, staging=job).skipped) == ["d/a.csv.gz"]
+    assert names(diff(files, fs, str(dst), datasets, cfg).to_copy) == ["d/a.csv.gz"]  # another job's manifest
+    assert names(diff(files, fs, str(dst), datasets, cfg, staging=Staging(str(dst), job="other")).to_copy) == [
+        "d/a.csv.gz"]
 
 
 def test_an_unreadable_manifest_means_nothing_is_known(trees, caplog):

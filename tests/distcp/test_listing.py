@@ -121,6 +121,20 @@ def test_datasets_inside_the_target_are_excluded(tmp_path):
     assert [d.name for d in find_datasets(fs, root, "*/*", exclude=[f"{tmp_path}/mirror"])] == ["in/a"]
 
 
+def test_the_target_inside_the_source_is_never_a_dataset(tmp_path):
+    # Given a target inside the source that an earlier run filled, and the job's config
+    write(tmp_path, {"a/x": "1", "mirror/a/x": "1", "mirror/_copycat/distcp/wal/w.json": "{}"})
+    fs, root = filesystem(str(tmp_path), None)
+    cfg = parse_copy_config({"name": "t", "source.url": str(tmp_path), "target.url": f"file://{tmp_path}/mirror"})
+    # Then the target's tree is not a dataset, without an explicit exclude
+    assert [d.name for d in find_datasets(fs, root, "*", config=cfg)] == ["a"]
+    # also when the pattern would match inside it
+    assert [d.name for d in find_datasets(fs, root, "*/*", config=cfg)] == ["a/x"]
+    # and a target elsewhere (or the source itself) excludes nothing
+    same = parse_copy_config({"name": "t", "source.url": str(tmp_path), "target.url": str(tmp_path)})
+    assert [d.name for d in find_datasets(fs, root, "*", config=same)] == ["a", "mirror"]
+
+
 def test_datasets_on_memory_filesystem(memory_root):
     fs = fsspec.filesystem("memory")
     for rel in ("logs/web/2026/11/21/a.log", "logs/api/2026/11/21/b.log"):

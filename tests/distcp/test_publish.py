@@ -289,10 +289,10 @@ def test_deletes_and_manifest_merge(local):
     res = pub.publish("ds", [], ["t/a.csv"])
     assert res["status"] == "published" and tree(target) == {"t/c.csv": b"cc"}
     assert pub.read_manifest("ds") == {"t/c.csv": g1.id}
-    # nothing at all: nothing written, stale staging dropped
+    # nothing at all: nothing written, and staging of other runs kept (drop_stale is what drops stale staging)
     stage(fs, staging, cfile("t/stale", 1))
     assert pub.publish("ds", [], [])["status"] == "published"
-    assert not Path(staging.file_set_dir("ds")).exists()
+    assert Path(staging.file_set_dir("ds")).exists()
 
 
 @pytest.mark.parametrize("listed", [False, True], ids=["update-only", "deletes-listed"])
@@ -305,9 +305,9 @@ def test_paths_that_change_type_are_replaced_and_replay_keeps_them(local, monkey
     saved = tmp_path / "log.json"
     real_finish = Publisher._finish
 
-    def finish(self, log, wal, *, drop_all):
+    def finish(self, log, wal):
         shutil.copy(wal, saved)
-        real_finish(self, log, wal, drop_all=drop_all)
+        real_finish(self, log, wal)
 
     monkeypatch.setattr(Publisher, "_finish", finish)
     res = pub.publish("ds", [fx, fy], ["t/x", "t/y/1", "t/y/deep/2"] if listed else [])
@@ -333,6 +333,190 @@ def test_stale_staging(local):
     assert pub.stale_staging(["kept"]) == [] and Path(staging.file_set_dir("kept")).exists()
     with pytest.raises(ValueError):
         pub.drop_staging_dir(str(target / "x"))
+
+
+# ---------------------------------------------------------------- retried publish, staging per job and run
+def test_a_retried_publish_after_a_crash_publishes_the_set(local, monkeypatch):
+    target, fs, staging, pub = local
+    # Given plain files, an archive replacing an older tree, deletions
+    write_tree(target, {"d/old.csv": b"old", "d/arch/x.txt": b"old x", "d/arch/gone.txt": b"gone"})
+    files = [cfile(f"d/{i}.csv", 2) for i in range(4)]
+    arch = cfile("d/arch", 5, origin="/src/ds/d/arch.tar", converters=("untar",))
+    for f in files:
+        stage(fs, staging, f, {f.destination: b"%02d" % int(f.destination[2])})
+    stage(fs, staging, arch, {"d/arch/x.txt": b"new x", "d/arch/y/z.txt": b"z"})
+    deletes = ["d/old.csv", "d/arch/gone.txt"]
+    # When the publishing process dies after its third rename
+    real, n = publish_mod._rename, [0]
+
+    def rename(*a, **k):
+        if "/_copycat/distcp/staging/" in a[1]:
+            n[0] += 1
+            if n[0] == 3:
+                raise KeyboardInterrupt("killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(publish_mod, "_rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        pub.publish("ds", files + [arch], deletes)
+    monkeypatch.setattr(publish_mod, "_rename", real)
+    # and the same publish is retried (an Airflow retry: same plan, same task results), twice
+    expected = {**{f.destination: b"%02d" % int(f.destination[2]) for f in files},
+                "d/arch/x.txt": b"new x", "d/arch/y/z.txt": b"z"}
+    for attempt in (1, 2):
+        res = pub.publish("ds", files + [arch], deletes)
+        # Then it finishes the set and reports it published, counting what the crashed attempt had published
+        assert res["status"] == "published", (attempt, res)
+        assert (res["files"], res["outputs"], res["bytes"]) == (5, 6, 4 * 2 + 5 + 1), attempt
+        assert res["replayed_log"] is (attempt == 1) and res["already_published"] == 5
+        assert tree(target) == expected
+    # a deletion listed below the archive (its old version's x.txt) never removes what the new version published
+    assert pub.publish("ds", files + [arch], deletes + ["d/arch/x.txt", "d/arch/y"])["status"] == "published"
+    assert tree(target) == expected
+    assert pub.read_manifest("ds") == {**{f.destination: f.id for f in files}, "d/arch/x.txt": arch.id,
+                                       "d/arch/y/z.txt": arch.id}
+    assert files_below(staging.wal_dir()) == [] and not Path(staging.file_set_dir("ds")).exists()
+    # a file neither staged nor published still blocks the set
+    late = cfile("d/late.csv", 1)
+    res = pub.publish("ds", files + [late], [])
+    assert res["status"] == "not_published" and res["missing"] == [late.origin]
+
+
+def test_publishing_drops_only_the_staging_of_the_files_it_published(local):
+    # Given a backfill: the window of day 21 failed on one file, its good file stays staged
+    target, fs, staging, pub = local
+    d21, bad21 = cfile("ev/21/a", 3), cfile("ev/21/b", 3)
+    stage(fs, staging, d21)
+    assert pub.publish("ds", [d21, bad21], [])["status"] == "not_published"
+    # When the window of day 22 publishes the same dataset, then crashes in a replayed publish of day 23
+    d22 = cfile("ev/22/a", 3)
+    stage(fs, staging, d22)
+    assert pub.publish("ds", [d22], [])["status"] == "published"
+    d23 = cfile("ev/23/a", 3)
+    stage(fs, staging, d23)
+    log = pub._plan("ds", [publish_mod._Staged(d23, [{"path": "ev/23/a", "size": 3}])], [], True)[0]
+    Path(staging.wal("ds")).write_text(json.dumps(log))
+    assert [r["status"] for r in pub.recover()] == ["replayed"]
+    # Then day 21's staged file is still there: its rerun reuses it
+    assert Path(staging.done_marker(d21)).exists()
+    assert not Path(staging.file_dir(d22)).exists() and not Path(staging.file_dir(d23)).exists()
+    stage(fs, staging, bad21)
+    assert pub.publish("ds", [d21, bad21], [])["status"] == "published"
+    assert tree(target) == {"ev/21/a": b"xxx", "ev/21/b": b"xxx", "ev/22/a": b"xxx", "ev/23/a": b"xxx"}
+    assert not Path(staging.file_set_dir("ds")).exists()  # the set's directory goes once empty
+
+
+def test_jobs_sharing_a_target_never_share_staging_logs_or_manifests(tmp_path):
+    target = tmp_path / "target"
+    fs = LocalFileSystem()
+    sa, sb = Staging(str(target), job="a"), Staging(str(target), job="b")
+    pa, pb = Publisher(fs, sa), Publisher(fs, sb)
+    # Given both jobs' copies of the same dataset staged, and job b's publish log left by a crash
+    fa, fb = cfile("ds/x", 3), cfile("ds/y", 3)
+    stage(fs, sa, fa)
+    stage(fs, sb, fb)
+    log = pb._plan("ds", [publish_mod._Staged(fb, [{"path": "ds/y", "size": 3}])], [], True)[0]
+    Path(sb.wal("ds")).parent.mkdir(parents=True)
+    Path(sb.wal("ds")).write_text(json.dumps(log))
+    # When job a recovers and publishes
+    assert pa.recover() == []  # b's log is b's
+    assert pa.publish("ds", [fa], [])["status"] == "published"
+    # Then b's staging and log are untouched, and each job has its own manifest
+    assert Path(sb.done_marker(fb)).exists() and Path(sb.wal("ds")).exists()
+    assert pa.read_manifest("ds") == {"ds/x": fa.id} and pb.read_manifest("ds") == {}
+    assert [r["status"] for r in pb.recover()] == ["replayed"]
+    assert pb.read_manifest("ds") == {"ds/y": fb.id} and tree(target) == {"ds/x": b"xxx", "ds/y": b"xxx"}
+    # a job replays the logs of runs before per-job staging (no job)
+    legacy = Staging(str(target))
+    fc = cfile("ds/z", 3)
+    stage(fs, legacy, fc)
+    Path(legacy.wal("ds")).write_text(json.dumps(
+        Publisher(fs, legacy)._plan("ds", [publish_mod._Staged(fc, [{"path": "ds/z", "size": 3}])], [], True)[0]))
+    assert [r["file_set"] for r in pa.recover()] == ["ds"] and (target / "ds/z").exists()
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_backslash_is_a_character_of_a_name(tmp_path, where):
+    import fsspec
+
+    if where == "local":
+        fs, root = LocalFileSystem(), str(tmp_path / "target")
+    else:
+        fs, root = fsspec.filesystem("memory"), f"/distcp-{uuid.uuid4().hex[:8]}/target"
+    staging = Staging(root)
+    pub = Publisher(fs, staging)
+    try:
+        # Given a file whose name holds a backslash (legal on POSIX disks and object stores), staged
+        f, g = cfile("ds/weird\\name.csv", 3), cfile("ds\\..\\x/ok.csv", 2)
+        stage(fs, staging, f)
+        stage(fs, staging, g)
+        # Then it is published like any other
+        res = pub.publish("ds", [f, g], [])
+        assert res["status"] == "published", res
+        assert fs.cat_file(f"{root}/ds/weird\\name.csv") == b"xxx"
+        assert fs.cat_file(f"{root}/ds\\..\\x/ok.csv") == b"xx"
+        # while real traversal stays refused
+        for bad in ("ds/../x", "/abs", "a//b"):
+            with pytest.raises(ValueError, match="relative path"):
+                pub.publish("ds", [cfile(bad, 1)], [])
+    finally:
+        if where == "memory":
+            fs.rm(posixpath.dirname(root), recursive=True)
+
+
+def test_drop_stale_drops_what_the_plan_does_not_copy(tmp_path):
+    target = tmp_path / "target"
+    fs = LocalFileSystem()
+    staging = Staging(str(target), job="j")
+    pub = Publisher(fs, staging)
+    # Given staged files: one the plan copies, an old version of a changed file, one now up to date,
+    # a file of a vanished dataset, another job's, and a set whose log failed to replay
+    keep, old, uptodate = cfile("a/keep", 1), cfile("a/changed", 1), cfile("a/same", 1)
+    gone = cfile("g/x", 1, file_set="gone")
+    other = cfile("a/keep", 1)
+    blocked = cfile("b/x", 1, file_set="blocked")
+    for f in (keep, old, uptodate, gone, blocked):
+        stage(fs, staging, f)
+    other_staging = Staging(str(target), job="other")
+    stage(fs, other_staging, other)
+    Path(staging.wal("blocked")).parent.mkdir(parents=True)
+    Path(staging.wal("blocked")).write_text("{}")
+    partial_copy = Path(staging.file_set_dir("ds"), "f" * 32, "a/partial")
+    partial_copy.parent.mkdir(parents=True)
+    partial_copy.write_bytes(b"half")
+    # When the plan of this run copies only `keep` (and a new version of `changed`)
+    changed = cfile("a/changed", 1, mtime=T0 + 5)
+    dropped = pub.drop_stale({"ds": [keep.id, changed.id], "blocked": []})
+    # Then only this job's stale staging goes
+    assert dropped == sorted([staging.file_dir(old), staging.file_dir(uptodate), staging.file_set_dir("gone"),
+                              str(partial_copy.parents[1])])
+    assert Path(staging.done_marker(keep)).exists() and Path(other_staging.done_marker(other)).exists()
+    assert Path(staging.done_marker(blocked)).exists()
+    assert pub.drop_stale({"ds": [keep.id, changed.id], "blocked": []}) == []
+
+
+def test_drop_stale_with_a_date_range_keeps_other_windows(tmp_path):
+    target = tmp_path / "target"
+    fs = LocalFileSystem()
+    staging = Staging(str(target), job="j")
+    pub = Publisher(fs, staging, config={"partition.date.format": "%Y/%m/%d"})
+    # Given a backfill: day 21's files staged by its failed run, day 22 listed now
+    d21 = cfile("ev/2026/11/21/a", 1)
+    d22_old, d22_same = cfile("ev/2026/11/22/a", 1), cfile("ev/2026/11/22/b", 1)
+    for f in (d21, d22_old, d22_same):
+        stage(fs, staging, f)
+    split21, dead21 = cfile("ev/2026/11/21/big", 8), cfile("ev/2026/11/21/dead", 1)
+    stage_parts(fs, staging, split21, {0: b"0123"})  # half of a split file: its rerun reuses the part
+    stage(fs, staging, dead21, marker=False)  # a copy that died: nothing to reuse
+    d22_new = cfile("ev/2026/11/22/a", 1, mtime=T0 + 5)
+    # When day 22's plan copies the new version of a and finds b up to date
+    dropped = pub.drop_stale({"ds": [d22_new.id]}, listed={"ds": [d22_new.origin, d22_same.origin]})
+    # Then day 22's stale staging goes, and the dead copy; day 21's staged files stay for its rerun
+    assert dropped == sorted([staging.file_dir(d22_old), staging.file_dir(d22_same), staging.file_dir(dead21)])
+    assert Path(staging.done_marker(d21)).exists() and Path(staging.part_path(split21, 0)).exists()
+    # and without the listed origins nothing of a listed set is dropped
+    stage(fs, staging, d22_old)
+    assert pub.drop_stale({"ds": [d22_new.id]}) == []
 
 
 # ---------------------------------------------------------------- split files
@@ -546,7 +730,7 @@ def test_child_run_without_crash_never_shows_a_partial_state(tmp_path):
     proc = run_child(scenario, "none", snaps)
     assert proc.returncode == 0, proc.stderr
     states = [json.loads(line) for line in snaps.read_text().splitlines()]
-    assert len(states) == N_STEPS + 2  # after the log, after each step, after dropping staging
+    assert len(states) == N_STEPS + 1 + len(files)  # after the log, after each step, after dropping each file's staging
     for i, state in enumerate(states):
         check_visible_state(state, f"state {i}")
     assert_final(target, staging, pub, files)
@@ -665,7 +849,7 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
         if point == "log":
             die()
 
-    def finish(self, log, wal, *, drop_all):
+    def finish(self, log, wal):
         real_drop = self._drop
 
         def drop(path):
@@ -674,7 +858,7 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
             if point == "cleanup":
                 die()
         self._drop = drop
-        real_finish(self, log, wal, drop_all=drop_all)
+        real_finish(self, log, wal)
 
     publish_mod._rename = rename
     Publisher._apply_step = apply_step
