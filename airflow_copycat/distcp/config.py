@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty
 from ..connect.errors import ConfigException
+from .converters import DECOMPRESS_MAX_RATIO, UNTAR_MAX_BYTES, UNTAR_MAX_ENTRIES
 from .model import PRESERVABLE
 
 CONVERTERS = ("gunzip", "bunzip2", "unxz", "unzstd", "decompress", "untar", "encrypt", "decrypt")
@@ -70,6 +71,18 @@ COPY_CONFIG = (
                 "encrypt (all files; adds .enc), decrypt (.enc files) with AES-256-GCM and encryption.key.")
     .define("encryption.key", ConfigType.PASSWORD, None,
             doc="Key of the encrypt/decrypt converters: 64 hex characters (32 bytes).")
+    .define("untar.max.bytes", ConfigType.LONG, UNTAR_MAX_BYTES, in_range(0),
+            doc="Most bytes the archives of one source file may expand to with untar (nested archives and the "
+                "copies made for links included); 0: no bound. Default 100 GiB. Past it the file fails, naming "
+                "the archive and the entry.")
+    .define("untar.max.entries", ConfigType.LONG, UNTAR_MAX_ENTRIES, in_range(0),
+            doc="Most entries the archives of one source file may have with untar (each copy made for a link "
+                "counts as one); 0: no bound. Default 1,000,000.")
+    .define("decompress.max.ratio", ConfigType.DOUBLE, DECOMPRESS_MAX_RATIO, in_range(0),
+            doc="Most bytes a decompressor may produce per compressed byte read, checked as bytes come out; any "
+                "stream may produce 16 MiB whatever the ratio. Also bounds what an archive expands to (link copies "
+                "included) relative to the source file's size. Past it the file fails as a likely bomb; 0: no "
+                "bound. Default 1000 (gzip cannot exceed about 1032).")
     .define("block.split.size", ConfigType.LONG, 0, in_range(0),
             doc="Files larger than this many bytes are copied as byte ranges in parallel and concatenated at "
                 "publish (0: never split). Not combined with converters.")
@@ -100,6 +113,10 @@ def parse_copy_config(raw: Mapping[str, Any]) -> dict[str, Any]:
                                       "cannot be combined with converters (a converted stream has no byte ranges)"))
     if {"encrypt", "decrypt"} & set(converters) and not values.get("encryption.key"):
         problems.append(ConfigProblem("encryption.key", None, "is required by the encrypt/decrypt converter"))
+    key = values.get("encryption.key")
+    if key and not re.fullmatch(r"[0-9a-fA-F]{64}", str(getattr(key, "value", key)).strip()):
+        problems.append(ConfigProblem("encryption.key", "[hidden]", "must be 64 hex characters (a 32-byte AES-256 "
+                                                                     "key)"))
     if values.get("partition.date.format") and not (values.get("date.range.start") and values.get("date.range.end")):
         problems.append(ConfigProblem("date.range.start", values.get("date.range.start"),
                                       "date.range.start and date.range.end are required with partition.date.format"))

@@ -66,6 +66,34 @@ Contract of :func:`open_outputs`
 * Exceptions raised by ``stream`` itself (the source) pass through unchanged,
   so a caller can tell a failing source from corrupt data.
 
+Bounds (:class:`Limits`, one per source file; keys of the copy job)
+--------------------------------------------------------------------
+A small hostile file must not fill the disk or the memory of a task, so the
+expansion is bounded, each bound raising a :class:`ConversionError` that names the
+file, the entry and the key to raise:
+
+* ``decompress.max.ratio`` (default 1000; 0: no bound): every decompressor
+  (explicit, or the one ``untar`` picks for a compressed tar) may produce at most
+  ``max(16 MiB, ratio * compressed bytes read so far)`` bytes -- checked as
+  bytes come out, so a gzip/bzip2/xz/zstd bomb stops after at most a few MiB
+  more than the bound. (gzip's own limit is about 1032:1; only long runs of one
+  byte get near 1000.)
+* ``untar.max.bytes`` (default 100 GiB; 0: no bound): the bytes of all outputs
+  of the archives of one file (nested ones included), counted as they are
+  produced (an entry whose header already claims too much fails at once); the
+  copier adds the bytes of the copies it makes for links
+  (:meth:`Limits.add_bytes`). When the size of the source file is known
+  (``Limits.input_bytes``, set by the copier) the same bytes are also bounded by
+  ``max(16 MiB, decompress.max.ratio * that size)``: links cost no bytes in an
+  archive, so a few KiB of links to links would otherwise expand to the whole
+  ``untar.max.bytes``.
+* ``untar.max.entries`` (default 1,000,000; 0: no bound): the entries (headers) of
+  the archives of one file; the copier adds one per copy made for a link.
+* Not configurable: a GNU long-name/long-link or pax header larger than
+  ``TAR_MAX_HEADER`` (1 MiB) is refused before tarfile reads it (tarfile reads it
+  whole into memory), as is an entry whose headers take more than that in all
+  (GNU sparse maps) or are chained more than ``TAR_MAX_CHAINED_HEADERS`` deep.
+
 Encrypted format (``encrypt`` writes it, ``decrypt`` reads it)
 ----------------------------------------------------------------
 The online authenticated-encryption "STREAM" construction (Hoang, Reyhanitabar,
@@ -109,6 +137,19 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Union
 CHUNK = 4 << 20
 """Read size used when this module copies or drains a stream."""
 
+UNTAR_MAX_BYTES = 100 << 30
+"""Default of ``untar.max.bytes``: the bytes the archives of one file may expand to (100 GiB)."""
+UNTAR_MAX_ENTRIES = 1_000_000
+"""Default of ``untar.max.entries``: the entries of the archives of one file, link copies included."""
+DECOMPRESS_MAX_RATIO = 1000
+"""Default of ``decompress.max.ratio``: output bytes per compressed byte read."""
+DECOMPRESS_RATIO_FLOOR = 16 << 20
+"""Any stream may decompress to this many bytes whatever the ratio (a tiny file is not refused)."""
+TAR_MAX_HEADER = 1 << 20
+"""Largest GNU long-name/long-link or pax header accepted (tarfile holds it in memory)."""
+TAR_MAX_CHAINED_HEADERS = 16
+"""Most extension headers (pax, long names) before one entry."""
+
 ENC_MAGIC = b"CPYCAT\x00\x01"
 ENC_CHUNK = 1 << 20
 """Plaintext bytes per encrypted chunk written by ``encrypt``."""
@@ -150,6 +191,64 @@ class Link:
 
 
 Output = Union[BinaryIO, Link]
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
+class Limits:
+    """The bounds of what one source file may expand to, and the counts so far (see the module
+    docstring). One object per file: nested archives and link copies add to the same counts.
+    A bound of 0 (or None) is no bound."""
+
+    def __init__(self, max_bytes: int | None = UNTAR_MAX_BYTES, max_entries: int | None = UNTAR_MAX_ENTRIES,
+                 max_ratio: float | None = DECOMPRESS_MAX_RATIO, input_bytes: int | None = None):
+        self.max_bytes = int(max_bytes or 0)
+        self.max_entries = int(max_entries or 0)
+        self.max_ratio = float(max_ratio or 0)
+        self.input_bytes = input_bytes  # the source file's size, when known: bounds archive outputs by the ratio
+        self.bytes = 0
+        self.entries = 0
+
+    @classmethod
+    def from_config(cls, config: Any, input_bytes: int | None = None) -> "Limits":
+        """From the keys ``untar.max.bytes``, ``untar.max.entries``, ``decompress.max.ratio`` (defaults
+        when absent); ``input_bytes``: the size of the source file."""
+        def get(key, default):
+            value = config.get(key) if config is not None else None
+            return default if value is None or value == "" else value
+        return cls(int(get("untar.max.bytes", UNTAR_MAX_BYTES)), int(get("untar.max.entries", UNTAR_MAX_ENTRIES)),
+                   float(get("decompress.max.ratio", DECOMPRESS_MAX_RATIO)), input_bytes)
+
+    def add_entry(self, archive: str, entry: str, what: str = "entry") -> None:
+        """Count one entry (or link copy) of ``archive``; a :class:`ConversionError` past the bound."""
+        self.entries += 1
+        if self.max_entries and self.entries > self.max_entries:
+            raise ConversionError(f"archive {archive}: {what} {entry!r} is past untar.max.entries = "
+                                  f"{self.max_entries} entries (link copies included); refused -- raise "
+                                  "untar.max.entries to expand larger archives")
+
+    def check_bytes(self, n: int, archive: str, entry: str, what: str = "entry") -> None:
+        """Fail now when ``n`` more bytes would be past ``untar.max.bytes``."""
+        if self.max_bytes and self.bytes + n > self.max_bytes:
+            raise ConversionError(f"archive {archive}: {what} {entry!r} takes its expanded size past "
+                                  f"untar.max.bytes = {self.max_bytes} bytes ({_size(self.max_bytes)}, link copies "
+                                  "included); refused -- raise untar.max.bytes to expand larger archives")
+        if self.max_ratio and self.input_bytes is not None \
+                and self.bytes + n > max(DECOMPRESS_RATIO_FLOOR, self.max_ratio * self.input_bytes):
+            raise ConversionError(f"archive {archive}: {what} {entry!r} takes its expanded size past "
+                                  f"decompress.max.ratio = {self.max_ratio:g} times the archive's "
+                                  f"{_size(self.input_bytes)} (16 MiB at least; link copies included); refused as a likely archive "
+                                  "bomb -- raise decompress.max.ratio to allow it")
+
+    def add_bytes(self, n: int, archive: str, entry: str, what: str = "entry") -> None:
+        """Count ``n`` output bytes of ``archive``; a :class:`ConversionError` past the bound."""
+        self.check_bytes(n, archive, entry, what)
+        self.bytes += n
 
 
 # --------------------------------------------------------------------------- names
@@ -273,6 +372,63 @@ class _Guard(_Reader):
         super().close()
 
 
+class _Counter(_Reader):
+    """Counts the bytes read from ``inner``; past ``limit`` (when set) raises ``error()``."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self._inner = inner
+        self.count = 0
+        self.limit: int | None = None
+        self.error: Callable[[], ConversionError] | None = None
+
+    def _read(self, n: int) -> bytes:
+        b = self._inner.read(n)
+        self.count += len(b)
+        if self.limit is not None and self.count > self.limit:
+            raise self.error()
+        return b
+
+
+class _Ratio(_Reader):
+    """The output of a decompressor, refused past ``max(DECOMPRESS_RATIO_FLOOR, ratio * input)``
+    (``input``: the compressed bytes it has read so far)."""
+
+    def __init__(self, inner, compressed: _Counter, ratio: float, label: str, what: str):
+        super().__init__()
+        self._inner, self._compressed, self._ratio = inner, compressed, ratio
+        self._label, self._what = label, what
+        self.count = 0
+
+    def _read(self, n: int) -> bytes:
+        b = self._inner.read(n)
+        self.count += len(b)
+        if self.count > DECOMPRESS_RATIO_FLOOR and self.count > self._ratio * self._compressed.count:
+            raise ConversionError(
+                f"{self._label}: {self._what} data expands more than decompress.max.ratio = {self._ratio:g} times "
+                f"({_size(self.count)} from {_size(self._compressed.count)}); refused as a likely decompression "
+                "bomb -- raise decompress.max.ratio to allow it")
+        return b
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+class _Counted(_Reader):
+    """An output of an archive: its bytes count against ``untar.max.bytes``."""
+
+    def __init__(self, inner, limits: "Limits", archive: str, entry: str):
+        super().__init__()
+        self._inner, self._limits, self._archive, self._entry = inner, limits, archive, entry
+
+    def _read(self, n: int) -> bytes:
+        b = self._inner.read(n)
+        if b:
+            self._limits.add_bytes(len(b), self._archive, self._entry)
+        return b
+
+
 def _describe(e: BaseException) -> str:
     text = str(e) or type(e).__name__
     return text if type(e).__name__ in text else f"{type(e).__name__}: {text}"
@@ -286,7 +442,9 @@ def _zstd():
     return zstd
 
 
-def _decompress(stream, converter: str, label: str):
+def _decompress(stream, converter: str, label: str, limits: Limits | None = None):
+    if limits is not None and limits.max_ratio:
+        compressed = stream = _Counter(stream)
     if converter == "gunzip":
         import gzip
 
@@ -305,7 +463,10 @@ def _decompress(stream, converter: str, label: str):
         what = "zstd"
     else:  # pragma: no cover - callers pass known names
         raise ValueError(converter)
-    return _Guard(inner, label, what)
+    out = _Guard(inner, label, what)
+    if limits is not None and limits.max_ratio:
+        out = _Ratio(out, compressed, limits.max_ratio, label, what)
+    return out
 
 
 # --------------------------------------------------------------------------- encryption
@@ -466,14 +627,59 @@ def _sniff_compression(head: bytes) -> str | None:
     return None
 
 
+_EXTENSION_HEADERS = {tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+                      tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global", tarfile.SOLARIS_XHDTYPE: "pax"}
+
+
 class _CheckedTarInfo(tarfile.TarInfo):
     """Records how a tar ended: tarfile takes a missing, cut or invalid header after the first
-    one for the end of the archive; only the zero block of a real end is accepted here."""
+    one for the end of the archive; only the zero block of a real end is accepted here.
+
+    Also bounds what tarfile reads into memory for one entry's headers: an extension header
+    (GNU long name/link, pax) whose size field is over ``TAR_MAX_HEADER`` is refused before it is
+    read, the bytes read for one entry's headers in all (GNU sparse maps) are bounded by
+    ``_budget`` (a :class:`_Counter` under the tar stream), and extension headers are chained at
+    most ``TAR_MAX_CHAINED_HEADERS`` deep. :func:`_untar` makes a subclass per archive setting
+    ``_label`` and ``_budget``."""
+
+    _label = "<archive>"
+    _budget: _Counter | None = None
+
+    def _proc_member(self, tf):
+        kind = _EXTENSION_HEADERS.get(self.type)
+        if kind is not None and self.size > TAR_MAX_HEADER:
+            raise ConversionError(f"archive {self._label}: entry {self.name!r} is a {kind} header of {self.size} "
+                                  f"bytes, more than {TAR_MAX_HEADER} (1 MiB); refused (this bound is fixed: "
+                                  "no archive needs such a header)")
+        return super()._proc_member(tf)
 
     @classmethod
     def fromtarfile(cls, tf):
+        depth = getattr(tf, "_copycat_depth", 0)
+        if depth >= TAR_MAX_CHAINED_HEADERS:
+            raise ConversionError(f"archive {cls._label}: more than {TAR_MAX_CHAINED_HEADERS} extension headers "
+                                  "(pax, GNU long names) before one entry; refused")
+        budget = cls._budget
+        if depth == 0 and budget is not None:
+            budget.limit = budget.count + TAR_MAX_HEADER + 2 * tarfile.RECORDSIZE
+            budget.error = lambda: ConversionError(
+                f"archive {cls._label}: the headers of one entry take more than {TAR_MAX_HEADER} bytes (1 MiB); "
+                "refused (this bound is fixed)")
+        tf._copycat_depth = depth + 1
+        try:
+            return cls._fromtarfile(tf)
+        finally:
+            tf._copycat_depth = depth
+            if depth == 0 and budget is not None:
+                budget.limit = None
+
+    @classmethod
+    def _fromtarfile(cls, tf):
         try:
             return super().fromtarfile(tf)
+        except (IndexError, OverflowError) as e:  # tarfile's parsing of a cut GNU sparse header
+            tf._copycat_end = f"invalid tar header ({type(e).__name__}: {e})"
+            raise tarfile.InvalidHeaderError(str(e)) from e
         except tarfile.EOFHeaderError:
             tf._copycat_end = None
             raise
@@ -517,8 +723,11 @@ def _link_target(member: tarfile.TarInfo, path: str, archive: str) -> str:
     return resolved
 
 
-def _untar(stream, label: str) -> Iterator[tuple[str, Output]]:
-    """The regular files and (checked) links of the tar read from ``stream``, in order."""
+def _untar(stream, label: str, limits: Limits | None = None) -> Iterator[tuple[str, Output]]:
+    """The regular files and (checked) links of the tar read from ``stream``, in order. Each
+    entry counts against ``limits`` (entries); a regular file's stream has its size as
+    ``.size``."""
+    limits = limits if limits is not None else Limits()
 
     def fail(e: BaseException, where: str) -> ConversionError:
         return ConversionError(f"corrupt or truncated tar archive {label}{where}: {_describe(e)}")
@@ -527,9 +736,11 @@ def _untar(stream, label: str) -> Iterator[tuple[str, Output]]:
     stream = _Prefixed(head, stream)
     codec = _sniff_compression(head)
     if codec:  # a compressed tar given to untar alone
-        stream = _decompress(stream, codec, label)
+        stream = _decompress(stream, codec, label, limits)
+    budget = stream = _Counter(stream)
+    info = type("_ArchiveTarInfo", (_CheckedTarInfo,), {"_label": label, "_budget": budget})
     try:
-        tf = tarfile.open(fileobj=stream, mode="r|", tarinfo=_CheckedTarInfo)
+        tf = tarfile.open(fileobj=stream, mode="r|", tarinfo=info)
     except ConversionError:
         raise
     except tarfile.ReadError as e:
@@ -550,6 +761,7 @@ def _untar(stream, label: str) -> Iterator[tuple[str, Output]]:
         if member is None:
             break
         last = member.name
+        limits.add_entry(label, member.name)
         path = _entry_path(member.name, label)
         if member.isdir() or not path:
             continue
@@ -557,8 +769,9 @@ def _untar(stream, label: str) -> Iterator[tuple[str, Output]]:
             yield path, Link(_link_target(member, path, label), "symlink" if member.issym() else "hardlink",
                              member.name)
         elif member.isreg():
-            data = tf.extractfile(member)
-            yield path, _Guard(data, f"{label}[{member.name}]", "tar")
+            data = _Guard(tf.extractfile(member), f"{label}[{member.name}]", "tar")
+            data.size = member.size
+            yield path, data
         # character and block devices, FIFOs: no data to copy
     if tf._copycat_end is not None:
         raise ConversionError(f"corrupt or truncated tar archive {label}: {tf._copycat_end}"
@@ -581,15 +794,15 @@ def drain(stream, chunk: int = CHUNK) -> int:
         n += len(b)
 
 
-def _apply(converter: str, stream, name: str, label: str, key: bytes | None):
+def _apply(converter: str, stream, name: str, label: str, key: bytes | None, limits: Limits):
     """One stream converter: the new stream and name."""
     if converter == "decompress":
         conv = _decompressor_for(name)
         if conv is None:
             return stream, name
-        return _decompress(stream, conv, label), converted_name(name, conv)
+        return _decompress(stream, conv, label, limits), converted_name(name, conv)
     if converter in _SUFFIXES:
-        return _decompress(stream, converter, label), converted_name(name, converter)
+        return _decompress(stream, converter, label, limits), converted_name(name, converter)
     if converter in ("encrypt", "decrypt"):
         if key is None:
             raise ConversionError(f"{converter} of {label} needs encryption.key")
@@ -599,13 +812,15 @@ def _apply(converter: str, stream, name: str, label: str, key: bytes | None):
     raise ValueError(f"unknown converter {converter!r}")
 
 
-def _chain(stream, path: str, name: str, label: str, converters: tuple[str, ...],
-           key: bytes | None) -> Iterator[tuple[str, Output]]:
+def _chain(stream, path: str, name: str, label: str, converters: tuple[str, ...], key: bytes | None,
+           limits: Limits, archive: tuple[str, str] | None = None) -> Iterator[tuple[str, Output]]:
+    """``archive``: (archive, entry) when ``stream`` is an entry of an archive: its output counts
+    against ``untar.max.bytes``."""
     for i, conv in enumerate(converters):
         if conv == "untar":
             rest = converters[i + 1:]
             path = _rename(path, "untar") if path else path  # an archive inside an archive: its directory
-            for entry, item in _untar(stream, label):
+            for entry, item in _untar(stream, label, limits):
                 out = posixpath.join(path, entry) if path else entry
                 if isinstance(item, Link):
                     target = posixpath.join(path, item.target) if path else item.target
@@ -613,30 +828,38 @@ def _chain(stream, path: str, name: str, label: str, converters: tuple[str, ...]
                         out, target = _rename(out, later), _rename(target, later)
                     yield out, Link(target, item.kind, item.entry)
                 else:
-                    yield from _chain(item, out, posixpath.basename(entry), f"{label}[{entry}]", rest, key)
+                    if not rest:  # the entry is an output: fail before writing what its header claims
+                        limits.check_bytes(getattr(item, "size", 0), label, entry)
+                    yield from _chain(item, out, posixpath.basename(entry), f"{label}[{entry}]", rest, key,
+                                      limits, (label, entry))
             return
-        stream, new_name = _apply(conv, stream, name, label, key)
+        stream, new_name = _apply(conv, stream, name, label, key, limits)
         if path and new_name != name:
             path = posixpath.join(posixpath.dirname(path), new_name)
         name = new_name
+    if archive is not None and limits.max_bytes:
+        stream = _Counted(stream, limits, *archive)
     yield path, stream
 
 
 def open_outputs(stream: BinaryIO, origin_name: str, converters: Iterable[str],
-                 key: Any = None) -> Iterator[tuple[str, Output]]:
+                 key: Any = None, limits: Limits | None = None) -> Iterator[tuple[str, Output]]:
     """The outputs of the bytes read from ``stream`` through ``converters`` (names, in order).
 
     ``origin_name``: the source path; its base name picks the codec of ``decompress``,
     and it names the file in errors. ``key``: ``encryption.key`` (64 hex characters,
-    or a Password holding them), needed by ``encrypt``/``decrypt`` only. See the
-    module docstring for the contract (lazy, one stream at a time, paths relative
-    to the destination, :class:`Link` for links, :class:`ConversionError`)."""
+    or a Password holding them), needed by ``encrypt``/``decrypt`` only. ``limits``: the
+    bounds of the expansion (default: :class:`Limits` with the default bounds); pass the
+    same object to count link copies. See the module docstring for the contract (lazy,
+    one stream at a time, paths relative to the destination, :class:`Link` for links,
+    :class:`ConversionError`, bounds)."""
     converters = tuple(converters)
     unknown = [c for c in converters if c not in STREAM_CONVERTERS and c != "untar"]
     if unknown:
         raise ValueError(f"unknown converter(s) {unknown}")
     raw_key = parse_key(key) if {"encrypt", "decrypt"} & set(converters) else None
-    return _chain(stream, "", posixpath.basename(origin_name.rstrip("/")), origin_name, converters, raw_key)
+    limits = limits if limits is not None else Limits()
+    return _chain(stream, "", posixpath.basename(origin_name.rstrip("/")), origin_name, converters, raw_key, limits)
 
 
 def copy_stream(src, write: Callable[[bytes], Any], chunk: int = CHUNK) -> int:

@@ -16,22 +16,45 @@ so no reader ever takes a partial output for a staged one. Its JSON::
      "source_checksum": f.checksum, "bytes_read": <source bytes read>, "size": f.size,
      "converters": [...], "parts": <k for a split file, else 1>}
 
+Attempts: a unit may be copied by several attempts at once (a retried task
+whose first attempt still runs, Spark speculation). Each attempt writes only
+temporaries of its own, ``staging.file_dir(f)/_attempts/<time>-<random>/<n>``, and
+renames them to their final names only once the whole file is checked (size,
+checksum); a final name thus only ever receives the complete output of this
+file id -- the same bytes whichever attempt wrote it (or, for ``encrypt``, an
+equally valid ciphertext of them) -- so attempts committing the same name
+concurrently is harmless, and no attempt removes a final name (but to replace
+it, where a rename does not overwrite), a marker or another attempt's
+temporaries. On failure (or success) an attempt removes
+its own ``_attempts/<...>`` directory; the temporaries of an attempt that died
+stay until the publisher drops the file's staging directory.
+
 Whole file (``parts == 1``): the source is streamed (4 MiB reads) through the
-file's converters (:mod:`.converters`) into
-``staging.file_dir(f)/<destination>`` -- for ``untar``, into the directory's
-entries below it -- each output first written as ``.<name>.<attempt>.tmp`` next to
-its final name and renamed when whole (the attempt suffix keeps a zombie attempt
-from writing into the same temporary file). The checksum (``checksum``: md5,
-sha256 or none) of the *source bytes* is computed while they are read and
-compared with ``f.checksum`` when the listing has one; the bytes read must equal
-``f.size`` (else the file changed during the copy). A file whose copy fails leaves
-nothing behind: its staging directory is removed, and no marker is written.
+file's converters (:mod:`.converters`) into temporaries, then renamed to
+``staging.file_dir(f)/<destination>`` -- for ``untar``, to the directory's entries
+below it. The checksum (``checksum``: md5, sha256 or none) of the *source bytes*
+is computed while they are read and compared with ``f.checksum`` when the
+listing has one; the bytes read must equal ``f.size`` (else the file changed
+during the copy). What converters may expand to is bounded by ``untar.max.bytes``,
+``untar.max.entries`` and ``decompress.max.ratio`` (:class:`.converters.Limits`; link
+copies count too): past a bound the file fails, the error naming the archive,
+the entry and the key.
 
 Split file (``parts > 1``): part ``k`` is the byte range ``[offset, offset+length)``
-copied to ``staging.part_path(f, k)`` (temp + rename; a part already there with the
-right size is reused). :func:`finish_split`, run by the publisher where the plan
-was made, concatenates the parts in order into the staged output, checks size and
-checksum and writes the marker.
+copied to ``staging.part_path(f, k)``, with its record ``<part>.json``::
+
+    {"format": "copycat.distcp.part/1", "id": f.id, "part": k, "parts": n, "offset": ..., "length": ...,
+     "digest": "md5:<hex>" | null}      # ("pending": true while the part is being replaced)
+
+A part's identity is its byte range: a part is reused only when its record names
+the same range of the same file id and its size is the length -- never a part of
+another cut (a changed ``block.split.size``) that happens to have the same
+length. Replacing a part of another range first marks its record pending, so
+a crash never leaves bytes under a record that does not describe them.
+:func:`finish_split`, run by the publisher where the plan was made, checks that
+the records tile ``[0, f.size)`` in order, concatenates the parts into the staged
+output verifying each part's digest and the whole checksum, and writes the
+marker.
 
 Reuse: a unit whose file has a marker (with its id) is not copied again
 (``status="reused"``, ``bytes_read`` 0), so a rerun after a failure copies only
@@ -55,6 +78,9 @@ from typing import Any, Callable, Iterable
 
 from . import converters as conv
 from .model import PARTS_DIR, CopyableFile, Staging, WorkUnit
+
+ATTEMPTS_DIR = "_attempts"
+"""Under a file's staging directory: one directory of temporaries per copy attempt."""
 
 log = logging.getLogger("airflow_copycat.distcp")
 
@@ -182,65 +208,114 @@ def _verify(f: CopyableFile, bytes_read: int, hashers: dict, algo: str | None,
     return computed
 
 
-def _tmp_name(path: str, attempt: str) -> str:
-    head, name = posixpath.split(path)
-    return posixpath.join(head, f".{name}.{attempt}.tmp")
-
-
 def _rm_quietly(fs, path: str, recursive: bool = False) -> None:
     try:
         if fs.exists(path):
             fs.rm(path, recursive=recursive)
+    except FileNotFoundError:
+        pass
     except Exception as e:  # noqa: BLE001 - cleanup is best effort
         if isinstance(e, _PROGRAMMING_ERRORS):
             raise
         log.warning("could not remove %s: %s", path, e)
 
 
-class _Writer:
-    """Writes outputs under a staging directory: temp name, then rename."""
+class _Attempt:
+    """One attempt's writes under a file's staging directory.
 
-    def __init__(self, fs, attempt: str):
-        self.fs, self.attempt = fs, attempt
+    Everything is first written to this attempt's own directory
+    ``<file dir>/_attempts/<token>/<n>`` (so no two attempts ever write the same
+    temporary file), and :meth:`commit` renames a temporary into its final place only
+    when the whole file is known to be right. A final name is only ever given the
+    complete, checked output of the same file id -- the same bytes whichever
+    attempt wrote them -- so two attempts committing the same name is harmless, and
+    no attempt removes a final name (but to replace it with its own, where a rename
+    does not overwrite). :meth:`discard` removes this attempt's directory only (on
+    failure, or the empty directory after success)."""
+
+    def __init__(self, fs, file_dir: str):
+        self.fs = fs
+        self.dir = posixpath.join(file_dir, ATTEMPTS_DIR, f"{int(time.time())}-{secrets.token_hex(6)}")
+        self._n = 0
+        self._made = False
         self._dirs: set[str] = set()
-        self.tmp: str | None = None
+        self._pending: set[str] = set()  # temporaries written and not renamed yet
 
-    def _mkdir(self, path: str) -> None:
-        d = posixpath.dirname(path)
+    def tmp(self) -> str:
+        """A fresh temporary path of this attempt."""
+        if not self._made:
+            self.fs.makedirs(self.dir, exist_ok=True)
+            self._made = True
+        self._n += 1
+        path = posixpath.join(self.dir, str(self._n))
+        self._pending.add(path)
+        return path
+
+    def drop(self, tmp: str) -> None:
+        """Remove one temporary (an archive entry overwritten by a later one of the same name)."""
+        _rm_quietly(self.fs, tmp)
+        self._pending.discard(tmp)
+
+    def write_stream(self, src, hashers: Iterable = ()) -> tuple[str, int]:
+        """``src`` (to its end) into a temporary: (its path, its bytes)."""
+        tmp = self.tmp()
+        hashers = list(hashers)
+        with self.fs.open(tmp, "wb") as out:
+            def write(b):
+                for h in hashers:
+                    h.update(b)
+                out.write(b)
+            n = conv.copy_stream(src, write, CHUNK)
+        return tmp, n
+
+    def write_bytes(self, data: bytes) -> str:
+        tmp = self.tmp()
+        self.fs.pipe_file(tmp, data)
+        return tmp
+
+    def copy(self, src: str) -> tuple[str, int]:
+        with self.fs.open(src, "rb") as fin:
+            return self.write_stream(fin)
+
+    def commit(self, tmp: str, final: str) -> None:
+        """Rename ``tmp`` to ``final``, replacing what is there (filesystems whose rename does not
+        overwrite, such as HDFS: remove and rename again)."""
+        d = posixpath.dirname(final)
         if d and d not in self._dirs:
             self.fs.makedirs(d, exist_ok=True)
             self._dirs.add(d)
+        try:
+            self.fs.mv(tmp, final)
+        except Exception as e:  # noqa: BLE001 - retried once below
+            if isinstance(e, _PROGRAMMING_ERRORS) or not self.fs.exists(final) or not self.fs.exists(tmp):
+                raise
+            self.fs.rm(final)
+            self.fs.mv(tmp, final)
+        self._pending.discard(tmp)
 
-    def _commit(self, final: str) -> None:
-        self.fs.mv(self.tmp, final)
-        self.tmp = None
-
-    def write_stream(self, final: str, src) -> int:
-        self._mkdir(final)
-        self.tmp = _tmp_name(final, self.attempt)
-        with self.fs.open(self.tmp, "wb") as out:
-            n = conv.copy_stream(src, out.write, CHUNK)
-        self._commit(final)
-        return n
-
-    def write_bytes(self, final: str, data: bytes) -> None:
-        self._mkdir(final)
-        self.tmp = _tmp_name(final, self.attempt)
-        self.fs.pipe_file(self.tmp, data)
-        self._commit(final)
-
-    def copy_file(self, src: str, final: str) -> int:
-        self._mkdir(final)
-        self.tmp = _tmp_name(final, self.attempt)
-        with self.fs.open(src, "rb") as fin, self.fs.open(self.tmp, "wb") as out:
-            n = conv.copy_stream(fin, out.write, CHUNK)
-        self._commit(final)
-        return n
+    def put_bytes(self, final: str, data: bytes) -> None:
+        self.commit(self.write_bytes(data), final)
 
     def discard(self) -> None:
-        if self.tmp:
-            _rm_quietly(self.fs, self.tmp)
-            self.tmp = None
+        """Remove this attempt's directory (its temporaries) -- nothing else."""
+        if not self._made:
+            return
+        self._made = False
+        if self._pending:
+            _rm_quietly(self.fs, self.dir, recursive=True)
+            self._pending.clear()
+        elif _has_directories(self.fs):  # every temporary was renamed: an empty directory is left
+            try:
+                self.fs.rmdir(self.dir)
+            except OSError as e:
+                log.debug("could not remove %s: %s", self.dir, e)
+
+
+def _has_directories(fs) -> bool:
+    """Whether ``fs`` keeps empty directories that only ``rmdir`` removes (object stores have none,
+    and their ``rmdir`` may mean "delete the bucket")."""
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return bool({"file", "local", "memory", "hdfs", "viewfs"} & set(protocols))
 
 
 def read_done_marker(target_fs, staging: Staging, f: CopyableFile) -> dict | None:
@@ -255,12 +330,12 @@ def read_done_marker(target_fs, staging: Staging, f: CopyableFile) -> dict | Non
     return marker if isinstance(marker, dict) and marker.get("id") == f.id else None
 
 
-def _write_marker(writer: _Writer, staging: Staging, f: CopyableFile, outputs: list[dict], checksum: str | None,
-                  bytes_read: int, parts: int) -> None:
+def _write_marker(attempt: _Attempt, staging: Staging, f: CopyableFile, outputs: list[dict],
+                  checksum: str | None, bytes_read: int, parts: int) -> None:
     marker = {"format": DONE_FORMAT, "id": f.id, "origin": f.origin, "destination": f.destination,
               "outputs": outputs, "checksum": checksum, "source_checksum": f.checksum, "bytes_read": bytes_read,
               "size": f.size, "converters": list(f.converters), "parts": parts, "staged_at": time.time()}
-    writer.write_bytes(staging.done_marker(f), json.dumps(marker, sort_keys=True).encode("utf-8"))
+    attempt.put_bytes(staging.done_marker(f), json.dumps(marker, sort_keys=True).encode("utf-8"))
 
 
 def _output_path(destination: str, relative: str) -> str:
@@ -305,30 +380,73 @@ class _Tree:
         self.dirs.update(parents)
 
 
-def _materialise_links(writer: _Writer, stage_root: str, tree: _Tree, links: list[tuple[str, conv.Link]]) -> None:
+def _ancestors(path: str):
+    head = posixpath.dirname(path)
+    while head:
+        yield head
+        head = posixpath.dirname(head)
+
+
+def _materialise_links(attempt: _Attempt, tree: _Tree, temps: dict[str, str], links: list[tuple[str, conv.Link]],
+                       limits: conv.Limits) -> None:
     """Copy link targets (files, or directories of files) to the links' paths, following links to
-    links; a link whose target is not an output of the archive fails the file."""
-    files, pending = tree.files, list(links)
-    while pending:
-        left = []
-        for path, link in pending:
+    links; a link whose target is not an output of the archive fails the file. Every copy counts
+    as an entry and its bytes against ``limits`` (checked before it is made).
+
+    A link is resolved once its target is a file, or a directory with files below it (then it
+    stands for the files below it at that moment), in archive order; a link whose target is not
+    there yet waits until a file appears at or below its target. Each link is looked at most
+    twice and each file added once to an index of the directories above it: O(outputs x depth
+    + links), whatever the number of links."""
+    files = tree.files
+    below: dict[str, list[str]] | None = None  # directory -> the files below it, built at the first directory link
+    waiting: dict[str, list[int]] = {}  # target -> links waiting for it
+    resolved = [False] * len(links)
+
+    def added(path: str) -> list[int]:
+        woken = waiting.pop(path, [])
+        for d in _ancestors(path):
+            if below is not None:
+                below.setdefault(d, []).append(path)
+            if waiting:
+                woken.extend(waiting.pop(d, ()))
+        return woken
+
+    queue = list(range(len(links)))
+    while queue:
+        woken_all: list[int] = []
+        for i in queue:
+            if resolved[i]:
+                continue
+            path, link = links[i]
             if link.target in files:
                 sources = [(link.target, path)]
             else:
-                prefix = link.target + "/"
-                sources = [(p, path + "/" + p[len(prefix):]) for p in sorted(files) if p.startswith(prefix)]
+                if below is None:
+                    below = {}
+                    for p in files:
+                        for d in _ancestors(p):
+                            below.setdefault(d, []).append(p)
+                prefix = len(link.target) + 1
+                sources = [(p, path + "/" + p[prefix:]) for p in below.get(link.target, ())]
             if not sources:
-                left.append((path, link))
+                waiting.setdefault(link.target, []).append(i)
                 continue
+            resolved[i] = True
             for src, dst in sources:
+                size = files[src]
+                limits.add_entry(tree.origin, link.entry, f"{link.kind} entry")
+                limits.add_bytes(size, tree.origin, link.entry, f"{link.kind} entry")
                 tree.add(dst, link.entry)
-                files[dst] = writer.copy_file(posixpath.join(stage_root, src), posixpath.join(stage_root, dst))
-        if len(left) == len(pending):
-            path, link = left[0]
-            raise conv.ConversionError(
-                f"archive {tree.origin}: {link.kind} entry {link.entry!r} -> {link.target!r}: its target is not a file or "
-                "directory of the archive (or links form a cycle); links are copied as files, so it cannot be")
-        pending = left
+                temps[dst], files[dst] = attempt.copy(temps[src])
+                woken_all.extend(added(dst))
+        queue = woken_all
+    left = [i for i, done in enumerate(resolved) if not done]
+    if left:
+        path, link = links[left[0]]
+        raise conv.ConversionError(
+            f"archive {tree.origin}: {link.kind} entry {link.entry!r} -> {link.target!r}: its target is not a file or "
+            "directory of the archive (or links form a cycle); links are copied as files, so it cannot be")
 
 
 def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,
@@ -337,56 +455,92 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
     file_dir = staging.file_dir(f)
     stage_root = posixpath.join(file_dir, f.destination)
     hashers, algo, expected = _hashers(config, f)
-    writer = _Writer(target_fs, secrets.token_hex(4))
+    limits = conv.Limits.from_config(config, input_bytes=f.size)
+    attempt = _Attempt(target_fs, file_dir)
     tree = _Tree(f.origin)
+    temps: dict[str, str] = {}  # output (relative to the destination) -> this attempt's temporary
     links: list[tuple[str, conv.Link]] = []
     reader = None
     try:
-        # leftovers of an attempt that died before its marker: never mixed with this attempt's outputs
-        _rm_quietly(target_fs, file_dir, recursive=True)
         with source_fs.open(f.origin, "rb") as raw:
             reader = _SourceReader(raw, f.origin, f.size, hashers.values(), progress)
-            for rel, out in conv.open_outputs(reader, f.origin, f.converters, config.get("encryption.key")):
+            outputs = conv.open_outputs(reader, f.origin, f.converters, config.get("encryption.key"), limits)
+            for rel, out in outputs:
                 tree.add(rel, getattr(out, "entry", None))
                 if isinstance(out, conv.Link):
                     links.append((rel, out))
                     continue
-                tree.files[rel] = writer.write_stream(posixpath.join(stage_root, rel) if rel else stage_root, out)
+                if rel in temps:  # an entry twice in an archive: the last one wins, as tar does
+                    attempt.drop(temps[rel])
+                temps[rel], tree.files[rel] = attempt.write_stream(out)
             conv.drain(reader, CHUNK)
         if links:
-            _materialise_links(writer, stage_root, tree, links)
+            _materialise_links(attempt, tree, temps, links, limits)
         result["bytes_read"] = reader.count
         computed = _verify(f, reader.count, hashers, algo, expected)
+        # the whole file is right: only now do its outputs take their names, then the marker
+        for rel in sorted(tree.files):
+            attempt.commit(temps[rel], posixpath.join(stage_root, rel) if rel else stage_root)
         outputs = [{"path": _output_path(f.destination, rel), "size": size}
                    for rel, size in sorted(tree.files.items())]
-        _write_marker(writer, staging, f, outputs, computed, reader.count, 1)
+        _write_marker(attempt, staging, f, outputs, computed, reader.count, 1)
         result["bytes_written"] = sum(tree.files.values())
         if progress is not None:
             progress(reader.count)
     except BaseException as e:
-        writer.discard()
         if reader is not None:
             result["bytes_read"] = reader.count
         if not _is_failure(e) or not isinstance(e, Exception):
             raise
-        _rm_quietly(target_fs, file_dir, recursive=True)
         result.update(status="failed", error=_message(e, f), bytes_written=0)
+    finally:
+        attempt.discard()  # this attempt's temporaries only: what other attempts staged stays
 
 
 # --------------------------------------------------------------------------- split files
 
 
-def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, result: dict, progress) -> None:
+PART_FORMAT = "copycat.distcp.part/1"
+
+
+def _part_record_path(staging: Staging, f: CopyableFile, part: int) -> str:
+    return staging.part_path(f, part) + ".json"
+
+
+def _read_part_record(fs, path: str) -> dict | None:
+    try:
+        doc = json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError) as e:
+        log.warning("unreadable part record %s (%s)", path, e)
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == PART_FORMAT else None
+
+
+def _same_range(record: dict | None, f: CopyableFile, offset: int, length: int) -> bool:
+    """Whether ``record`` says its part holds bytes ``[offset, offset + length)`` of ``f``."""
+    return (record is not None and not record.get("pending") and record.get("id") == f.id
+            and record.get("offset") == offset and record.get("length") == length)
+
+
+def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,
+               progress) -> None:
     f = unit.file
     length = unit.bytes if unit.length >= 0 else f.size - unit.offset
     part = staging.part_path(f, unit.part)
-    try:
-        if target_fs.exists(part) and target_fs.size(part) == length:
-            result.update(status="reused", bytes_reused=length)
-            return
-    except FileNotFoundError:
-        pass
-    writer = _Writer(target_fs, secrets.token_hex(4))
+    record_path = _part_record_path(staging, f, unit.part)
+    record = _read_part_record(target_fs, record_path)
+    if _same_range(record, f, unit.offset, length):
+        try:
+            if target_fs.size(part) == length:
+                result.update(status="reused", bytes_reused=length)
+                return
+        except FileNotFoundError:
+            pass
+    algo = _checksum_algorithm(config)
+    hasher = hashlib.new(algo) if algo else None
+    attempt = _Attempt(target_fs, staging.file_dir(f))
     reader = None
     try:
         with source_fs.open(f.origin, "rb") as raw:
@@ -394,23 +548,33 @@ def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, result: d
                 raw.seek(unit.offset)
             reader = _SourceReader(raw, f.origin, length, (), progress,
                                    strict_end=unit.offset + length >= f.size)
-            n = writer.write_stream(part, reader)
+            tmp, n = attempt.write_stream(reader, [hasher] if hasher else ())
             conv.drain(reader, CHUNK)  # the last part: one byte more means the file grew
         result["bytes_read"] = reader.count
         if n != length:
             raise _SourceChanged(f"{f.origin} changed during the copy: part {unit.part} of {unit.parts} "
                                  f"(bytes {unit.offset}-{unit.offset + length}) has only {n} bytes")
+        # A part's identity is its byte range. Unless the record already says this range (then the bytes
+        # there are these), the record is first made "pending" -- so that a crash between the rename and
+        # the final record never leaves a part whose record names another range, or none.
+        doc = {"format": PART_FORMAT, "id": f.id, "part": unit.part, "parts": unit.parts, "offset": unit.offset,
+               "length": length}
+        if not _same_range(record, f, unit.offset, length):
+            attempt.put_bytes(record_path, json.dumps({**doc, "pending": True}).encode("utf-8"))
+        attempt.commit(tmp, part)
+        doc["digest"] = f"{algo}:{hasher.hexdigest()}" if hasher else None
+        attempt.put_bytes(record_path, json.dumps(doc).encode("utf-8"))
         result["bytes_written"] = n
         if progress is not None:
             progress(n)
     except BaseException as e:
-        writer.discard()
         if reader is not None:
             result["bytes_read"] = reader.count
         if not _is_failure(e) or not isinstance(e, Exception):
             raise
-        _rm_quietly(target_fs, part)
         result.update(status="failed", error=_message(e, f), bytes_written=0)
+    finally:
+        attempt.discard()  # this attempt's temporaries only: parts other attempts staged stay
 
 
 def _expected_parts(f: CopyableFile, config: dict, parts: int | None) -> int:
@@ -422,27 +586,49 @@ def _expected_parts(f: CopyableFile, config: dict, parts: int | None) -> int:
     return max(1, math.ceil(f.size / split))
 
 
+def _legacy_records(f: CopyableFile, config: dict, n_parts: int, sizes: list[int]) -> list[dict | None]:
+    """Records for parts that have none at all (staged by a copier before part records, or by
+    hand): accepted only when ``block.split.size`` is known and every part has exactly the
+    length of its planned range -- which, with two parts or more, means they were cut with the
+    same size, so are those ranges. Else ``[None, ...]`` (the parts are copied again)."""
+    split = int(config.get("block.split.size") or 0)
+    if split <= 0 or n_parts != max(1, math.ceil(f.size / split)):
+        return [None] * n_parts
+    planned = [(k * split, min(split, f.size - k * split)) for k in range(n_parts)]
+    if [length for _, length in planned] != sizes:
+        return [None] * n_parts
+    log.warning("%s: its %d staged parts have no records of their byte ranges (staged by an older copycat); "
+                "taken as the ranges of block.split.size=%d, which their lengths match", f.origin, n_parts, split)
+    return [{"format": PART_FORMAT, "id": f.id, "part": k, "offset": o, "length": n, "digest": None}
+            for k, (o, n) in enumerate(planned)]
+
+
 def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, parts: int | None = None,
                  progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Concatenate the staged parts of split file ``f`` (run where the plan was made, before
     publishing its file set).
 
     ``parts``: how many parts the plan cut it into (default: ``ceil(f.size /
-    block.split.size)``). Streams parts ``0..parts-1`` in order into the staged output
-    (temp + rename), checks that the total is ``f.size`` and the checksum
-    (``checksum`` of the config) against ``f.checksum`` when known, writes the done
-    marker, then removes ``_parts``. Already finished (marker there): ``status
-    "reused"``. A missing part, a wrong total or checksum: ``status "failed"`` with an
-    error naming the file (and the missing parts); the parts stay for inspection,
-    the next run copies only what is missing. Returns the same dict as
-    :func:`copy_unit` (``part`` is None)."""
+    block.split.size)``). Each part ``k`` must have its record (``<part>.json``, written by
+    the copy after the part) naming ``f.id`` and a byte range that starts where part
+    ``k-1`` ended and is as long as the part, and the ranges must end at ``f.size`` -- so
+    parts of another cut (a changed ``block.split.size``) are never assembled. Streams parts
+    ``0..parts-1`` in order into the staged output (temp + rename), checking each part
+    against the digest in its record and the whole against ``f.checksum`` (``checksum``
+    of the config) when known; writes the done marker, then removes ``_parts``. Already
+    finished (marker there): ``status "reused"``. A missing part or record, a range that
+    does not fit, a wrong total or checksum: ``status "failed"`` with an error naming
+    the file (and the parts); the parts stay (the next run copies only what is missing or
+    of another range), except a part whose bytes do not match its digest, which is removed
+    so that the next run copies it again. Returns the same dict as :func:`copy_unit`
+    (``part`` is None)."""
     started = time.monotonic()
     n_parts = _expected_parts(f, config, parts)
     result = _result(f, None, n_parts)
     if read_done_marker(target_fs, staging, f) is not None:
         result.update(status="reused", bytes_reused=f.size, seconds=round(time.monotonic() - started, 3))
         return result
-    writer = _Writer(target_fs, secrets.token_hex(4))
+    attempt = _Attempt(target_fs, staging.file_dir(f))
     try:
         hashers, algo, expected = _hashers(config, f)
         paths = [staging.part_path(f, k) for k in range(n_parts)]
@@ -450,32 +636,64 @@ def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, 
         if missing:
             raise conv.ConversionError(f"{f.origin}: part(s) {', '.join(map(str, missing))} of {n_parts} are not "
                                        "staged; the file cannot be assembled")
+        records = [_read_part_record(target_fs, _part_record_path(staging, f, k)) for k in range(n_parts)]
         sizes = [target_fs.size(p) for p in paths]
-        if sum(sizes) != f.size:
-            raise _SourceChanged(f"{f.origin}: its {n_parts} staged parts hold {sum(sizes)} bytes, the listing said "
+        if not any(records):
+            records = _legacy_records(f, config, n_parts, sizes)
+            if not any(records):
+                raise conv.ConversionError(
+                    f"{f.origin}: its {n_parts} staged parts have no records of their byte ranges (staged by an "
+                    "older copycat, or by hand) and their lengths are not those of the planned ranges of "
+                    "block.split.size; the next run copies them again")
+        offset = 0
+        for k, (size, record) in enumerate(zip(sizes, records)):
+            if record is None or record.get("id") != f.id or record.get("pending"):
+                raise conv.ConversionError(f"{f.origin}: part {k} of {n_parts} has no record of its byte range (its "
+                                           "copy did not finish); the next run copies it again")
+            if record.get("offset") != offset or record.get("length") != size:
+                raise conv.ConversionError(
+                    f"{f.origin}: part {k} of {n_parts} holds bytes {record.get('offset')}-"
+                    f"{(record.get('offset') or 0) + (record.get('length') or 0)} ({size} bytes staged), not bytes "
+                    f"from {offset} on (parts of another block.split.size?); the next run copies it again")
+            offset += size
+        if offset != f.size:
+            raise _SourceChanged(f"{f.origin}: its {n_parts} staged parts hold {offset} bytes, the listing said "
                                  f"{f.size} (the file changed during the copy)")
-        final = posixpath.join(staging.file_dir(f), f.destination)
-        writer._mkdir(final)
-        writer.tmp = _tmp_name(final, writer.attempt)
+        tmp = attempt.tmp()
         total = 0
-        with target_fs.open(writer.tmp, "wb") as out:
-            for p in paths:
+        with target_fs.open(tmp, "wb") as out:
+            for k, (p, record) in enumerate(zip(paths, records)):
+                digest = parse_checksum(record.get("digest"))
+                part_hash = hashlib.new(digest[0]) if digest else None
                 with target_fs.open(p, "rb") as fin:
-                    reader = _SourceReader(fin, p, f.size - total, hashers.values(), None)
-                    total += conv.copy_stream(reader, out.write, CHUNK)
+                    reader = _SourceReader(fin, p, record["length"], list(hashers.values()) +
+                                           ([part_hash] if part_hash else []), None)
+                    n = conv.copy_stream(reader, out.write, CHUNK)
+                total += n
+                if n != record["length"]:
+                    raise _SourceChanged(f"{f.origin}: part {k} of {n_parts} has {n} bytes, its record says "
+                                         f"{record['length']}")
+                if part_hash is not None and part_hash.hexdigest() != digest[1]:
+                    _rm_quietly(target_fs, p)
+                    _rm_quietly(target_fs, _part_record_path(staging, f, k))
+                    raise conv.ConversionError(
+                        f"{f.origin}: staged part {k} of {n_parts} does not match the digest recorded when it was "
+                        f"copied ({digest[0]}:{digest[1]}, its bytes give {digest[0]}:{part_hash.hexdigest()}); "
+                        "removed: the next run copies it again")
                 if progress is not None:
                     progress(total)
         result["bytes_read"] = total
         computed = _verify(f, total, hashers, algo, expected)
-        writer._commit(final)
-        _write_marker(writer, staging, f, [{"path": f.destination, "size": total}], computed, total, n_parts)
+        attempt.commit(tmp, posixpath.join(staging.file_dir(f), f.destination))
+        _write_marker(attempt, staging, f, [{"path": f.destination, "size": total}], computed, total, n_parts)
         result["bytes_written"] = total
         _rm_quietly(target_fs, posixpath.join(staging.file_dir(f), PARTS_DIR), recursive=True)
     except BaseException as e:
-        writer.discard()
         if not _is_failure(e) or not isinstance(e, Exception):
             raise
         result.update(status="failed", error=_message(e, f), bytes_written=0)
+    finally:
+        attempt.discard()
     result["seconds"] = round(time.monotonic() - started, 3)
     return result
 
@@ -490,8 +708,9 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
 
     ``source_fs``/``target_fs``: fsspec filesystems; ``unit.file.origin`` is a path on
     the source, ``staging`` is rooted at the target root. ``config``: the copy job's
-    (parsed) keys; used here: ``checksum`` (md5 | sha256 | none, default md5) and
-    ``encryption.key``. ``progress(n)``: called with the unit's source bytes read so
+    (parsed) keys; used here: ``checksum`` (md5 | sha256 | none, default md5),
+    ``encryption.key``, ``untar.max.bytes``, ``untar.max.entries`` and
+    ``decompress.max.ratio`` (defaults when absent). ``progress(n)``: called with the unit's source bytes read so
     far about every 64 MiB, and at the end.
 
     Returns ``{"file": id, "origin", "destination", "dataset", "file_set", "part",
@@ -512,7 +731,7 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     if read_done_marker(target_fs, staging, f) is not None:
         result.update(status="reused", bytes_reused=unit.bytes)
     elif split:
-        _copy_part(unit, source_fs, target_fs, staging, result, progress)
+        _copy_part(unit, source_fs, target_fs, staging, config, result, progress)
     else:
         _copy_whole(unit, source_fs, target_fs, staging, config, result, progress)
     result["seconds"] = round(time.monotonic() - started, 3)

@@ -7,6 +7,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import tarfile
 import tracemalloc
 import zlib
@@ -378,3 +379,143 @@ def test_key_is_validated_and_never_shown():
 def test_unknown_converter_is_a_programming_error():
     with pytest.raises(ValueError, match="unknown converter"):
         open_outputs(io.BytesIO(b""), "f", ["unrar"])
+
+
+def test_encryption_key_format_is_checked_with_the_config():
+    from airflow_copycat.connect.errors import ConfigException
+    from airflow_copycat.distcp.config import parse_copy_config
+
+    base = {"name": "c", "source.url": "/s", "target.url": "/t", "converters": "encrypt"}
+    for bad in ("zz" + KEY[2:], KEY[:-2], "secret"):
+        with pytest.raises(ConfigException, match="encryption.key.*64 hex characters") as e:
+            parse_copy_config({**base, "encryption.key": bad})
+        assert bad not in str(e.value)
+    assert parse_copy_config({**base, "encryption.key": KEY.upper()})["encryption.key"].value == KEY.upper()
+    with pytest.raises(ConfigException, match="encryption.key"):  # checked also without a converter using it
+        parse_copy_config({"name": "c", "source.url": "/s", "target.url": "/t", "encryption.key": "short"})
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def _header(name: bytes, size: int, kind: bytes) -> bytes:
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108], h[108:116], h[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
+    h[124:136], h[136:148] = b"%011o\0" % size, b"00000000000\0"
+    h[156:157], h[257:265] = kind, b"ustar  \0"
+    h[148:156] = b" " * 8
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+def _padded(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 512)
+
+
+def _consume(data: bytes, name: str, converters, limits=None) -> None:
+    for _, item in open_outputs(io.BytesIO(data), name, converters, limits=limits):
+        if not isinstance(item, Link):
+            conv.drain(item, 1 << 20)
+
+
+def _peak_while(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+def test_long_name_and_pax_headers_over_1_mib_are_refused_unread():
+    """tarfile reads a GNU long-name or pax header whole into memory: a 510 KB .tgz grew a task
+    by 1.5 GiB. Its size field is checked first."""
+    end = _header(b"x", 1, b"0") + _padded(b"1") + b"\0" * 1024
+    long_name = _header(b"././@LongLink", 4 << 20, b"L") + _padded(b"a" * (4 << 20)) + end
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("p")
+        info.size, info.pax_headers = 1, {"comment": "c" * (4 << 20)}
+        tf.addfile(info, io.BytesIO(b"1"))
+    for data, kind in ((gzip.compress(long_name), "GNU long-name header"), (buf.getvalue(), "pax header")):
+        def run():
+            with pytest.raises(ConversionError) as e:
+                _consume(data, "bomb.tgz", ["untar"])
+            assert "archive bomb.tgz" in str(e.value) and kind in str(e.value) and "1 MiB" in str(e.value)
+        assert _peak_while(run) < 1 << 20
+    # a long name of a sane length still works
+    assert outputs(make_tar([("d/" + "n" * 300, b"ok")]), "t.tar", ["untar"]) == [("d/" + "n" * 300, b"ok")]
+
+
+def test_chained_extension_headers_and_sparse_maps_are_bounded():
+    end = _header(b"x", 1, b"0") + _padded(b"1") + b"\0" * 1024
+    chain = b"".join(_header(b"././@LongLink", 4, b"L") + _padded(b"abc\0") for _ in range(400))
+    with pytest.raises(ConversionError, match="more than 16 extension headers"):  # was a RecursionError
+        _consume(chain + end, "c.tar", ["untar"])
+    # an old GNU sparse entry with 3,000 extension blocks (tarfile keeps every entry of its map)
+    sparse = bytearray(_header(b"s", 1, b"S"))
+    sparse[386:398], sparse[398:410], sparse[482], sparse[483:495] = b"%011o\0" % 1, b"%011o\0" % 1, 1, b"%011o\0" % 9
+    sparse[148:156] = b" " * 8
+    sparse[148:156] = b"%06o\0 " % sum(sparse)
+    block = bytearray(512)
+    for i in range(21):
+        block[i * 24:i * 24 + 24] = b"%011o\0%011o\0" % (i + 2, 1)
+    block[504] = 1
+    data = bytes(sparse) + bytes(block) * 3000 + bytes(512) + _padded(b"z") + end
+    with pytest.raises(ConversionError, match="headers of one entry take more than 1048576 bytes"):
+        _consume(data, "s.tar", ["untar"])
+    with pytest.raises(ConversionError, match="s.tar"):  # cut in its map: was an IndexError
+        _consume(bytes(sparse) + bytes(block) * 3, "s.tar", ["untar"])
+
+
+@pytest.mark.parametrize("converters, compress, name", [
+    (["gunzip"], gzip.compress, "z.gz"), (["bunzip2"], bz2.compress, "z.bz2"),
+    (["decompress"], zstd_compress, "z.zst"), (["decompress"], lzma.compress, "z.xz"),
+    (["untar"], gzip.compress, "z.tgz")])  # untar's own decompression of a .tgz
+def test_decompression_bombs_are_refused_as_bytes_come_out(converters, compress, name):
+    def bomb(size: int) -> bytes:
+        payload = b"\0" * size
+        return compress(make_tar([("z", payload)]) if converters == ["untar"] else payload)
+
+    data = bomb(64 << 20)
+    with pytest.raises(ConversionError) as e:
+        _consume(data, name, converters, conv.Limits(max_ratio=100))
+    assert name in str(e.value) and "decompress.max.ratio = 100 times" in str(e.value)
+    assert re.search(r"\((16|17)\.0 MiB from", str(e.value)), str(e.value)  # refused as bytes come out
+    _consume(data, name, converters, conv.Limits(max_ratio=0))  # 0: no bound
+    # the default (1000) with a tiny file: 8 MiB of zeros from a few KiB is allowed (the 16 MiB floor)
+    _consume(bomb(8 << 20), name, converters)
+
+
+def test_untar_entry_and_byte_bounds_name_the_entry_and_the_key():
+    tar = make_tar([(f"f{k}", b"x" * 100) for k in range(30)])
+    with pytest.raises(ConversionError) as e:
+        _consume(tar, "many.tar", ["untar"], conv.Limits(max_entries=10))
+    assert "archive many.tar: entry 'f10' is past untar.max.entries = 10" in str(e.value)
+    with pytest.raises(ConversionError) as e:
+        _consume(tar, "many.tar", ["untar"], conv.Limits(max_bytes=1050))
+    assert "archive many.tar: entry 'f10' takes its expanded size past untar.max.bytes = 1050" in str(e.value)
+    _consume(tar, "many.tar", ["untar"], conv.Limits(max_bytes=3000, max_entries=30))
+    # an entry whose header claims too much fails before any of it is read
+    big = make_tar([("huge", os.urandom(3 << 20))])
+    limits = conv.Limits(max_bytes=1 << 20)
+    with pytest.raises(ConversionError, match="entry 'huge' takes its expanded size past untar.max.bytes"):
+        _consume(big, "big.tar", ["untar"], limits)
+    assert limits.bytes == 0
+    # nested archives: the bytes of the inner archive's outputs count, not the inner archive twice
+    inner = make_tar([("a", b"a" * 600), ("b", b"b" * 600)])
+    outer = make_tar([("in.tar", inner)])
+    limits = conv.Limits(max_bytes=1200)
+    _consume(outer, "outer.tar", ["untar", "untar"], limits)
+    assert limits.bytes == 1200 and limits.entries == 3
+    with pytest.raises(ConversionError, match=r"archive outer.tar\[in.tar\]: entry 'b'"):
+        _consume(outer, "outer.tar", ["untar", "untar"], conv.Limits(max_bytes=1199))
+
+
+def test_limits_from_config():
+    limits = conv.Limits.from_config({})
+    assert (limits.max_bytes, limits.max_entries, limits.max_ratio) == (100 << 30, 1_000_000, 1000)
+    limits = conv.Limits.from_config({"untar.max.bytes": 5, "untar.max.entries": 0, "decompress.max.ratio": 2.5})
+    assert (limits.max_bytes, limits.max_entries, limits.max_ratio) == (5, 0, 2.5)

@@ -3,6 +3,7 @@ on the local filesystem and fsspec's memory filesystem."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import io
@@ -11,6 +12,7 @@ import os
 import posixpath
 import re
 import tarfile
+import threading
 import tracemalloc
 import uuid
 
@@ -145,17 +147,20 @@ def test_marker_of_another_file_version_is_not_reused(env):
 
 
 def test_leftovers_of_a_dead_attempt_are_replaced(env):
+    """A dead attempt's temporaries are not touched (another attempt may still be running: the
+    publisher drops them with the file's directory); a stale output is replaced whole."""
     fs, src, tgt = env
     staging = Staging(tgt)
     f = put(fs, src, "a.txt", b"complete content")
     d = staging.file_dir(f)
-    fs.makedirs(d, exist_ok=True)
-    fs.pipe_file(posixpath.join(d, ".a.txt.dead.tmp"), b"part")
+    fs.makedirs(posixpath.join(d, "_attempts/1-dead"), exist_ok=True)
+    fs.pipe_file(posixpath.join(d, "_attempts/1-dead/1"), b"part")
     fs.pipe_file(posixpath.join(d, "a.txt"), b"half")
     r = copy_unit(WorkUnit(f), fs, fs, staging, {})
     assert r["status"] == "ok"
-    assert staged_files(fs, staging, f).keys() == {"a.txt", "_done.json"}
+    assert staged_files(fs, staging, f).keys() == {"a.txt", "_done.json", "_attempts/1-dead/1"}
     assert fs.cat_file(posixpath.join(d, "a.txt")) == b"complete content"
+    assert read_done_marker(fs, staging, f)["outputs"] == [{"path": "a.txt", "size": 16}]
 
 
 def test_checksum_mismatch_fails_naming_file_and_digests(env):
@@ -333,6 +338,85 @@ def test_file_and_directory_of_the_same_name_fails(env):
     assert r["status"] == "failed" and "both a file and a directory" in r["error"]
 
 
+def link_bomb(levels: int, payload: int) -> bytes:
+    """A .tar.gz of one file and ``levels`` levels of two links each to the level below: its
+    links stand for 2**levels copies of the file."""
+    entries = [("d0/f", b"\0" * payload)]
+    for level in range(1, levels + 1):
+        entries += [(f"d{level}/{n}", ("sym", f"../d{level - 1}")) for n in "ab"]
+    return gzip.compress(make_tar(entries))
+
+
+@pytest.mark.parametrize("config, key", [
+    ({}, "decompress.max.ratio"),  # the defaults: 16 MiB from a 1 KiB archive is past 1000 times
+    ({"decompress.max.ratio": 0, "untar.max.bytes": 4 << 20}, "untar.max.bytes"),
+    ({"decompress.max.ratio": 0, "untar.max.entries": 100}, "untar.max.entries"),  # 25 entries, 4095 copies
+])
+def test_link_bomb_is_refused_before_filling_the_disk(local, config, key):
+    fs, src, tgt = local
+    staging = Staging(tgt)
+    f = put(fs, src, "bomb.tar.gz", link_bomb(12, 64 << 10), converters=("gunzip", "untar"))  # 256 MiB of copies
+    assert f.size < 2000
+    r = copy_unit(WorkUnit(f), fs, fs, staging, config)
+    assert r["status"] == "failed", r
+    assert f.origin in r["error"] and key in r["error"] and "symlink entry 'd" in r["error"]
+    assert staged_files(fs, staging, f) == {}  # nothing staged, no temporary left
+    assert r["bytes_written"] == 0
+
+
+def test_link_copies_within_the_bounds_are_made(env):
+    fs, src, tgt = env
+    f = put(fs, src, "b.tar.gz", link_bomb(4, 1000), converters=("gunzip", "untar"))
+    r = copy_unit(WorkUnit(f), fs, fs, Staging(tgt), {"untar.max.entries": 9 + 30, "untar.max.bytes": 31_000})
+    assert r["status"] == "ok", r
+    assert r["bytes_written"] == 31_000  # 1 + 2 + 4 + 8 + 16 copies of the file
+
+
+def test_link_pass_is_linear_in_the_outputs(local, monkeypatch):
+    """Materialising directory links looks at the outputs a bounded number of times in all (it
+    sorted and scanned every output once per link: O(links x outputs))."""
+    fs, src, tgt = local
+    looked_at = [0]
+
+    class CountingDict(dict):
+        def __iter__(self):
+            for key in super().__iter__():
+                looked_at[0] += 1
+                yield key
+
+    real_init = copier._Tree.__init__
+
+    def init(self, origin):
+        real_init(self, origin)
+        self.files = CountingDict()
+
+    monkeypatch.setattr(copier._Tree, "__init__", init)
+    n_files, n_links = 2000, 300
+    tar = make_tar([("one/f", b"1"), ("two/g", b"2")] + [(f"many/{k}", b"") for k in range(n_files)]
+                   + [(f"links/{k}", ("sym", "../one" if k % 2 else "../two")) for k in range(n_links)])
+    f = put(fs, src, "t.tar", tar, converters=("untar",))
+    r = copy_unit(WorkUnit(f), fs, fs, Staging(tgt), {})
+    assert r["status"] == "ok", r
+    outputs = n_files + 2 + n_links
+    assert len(read_done_marker(fs, Staging(tgt), f)["outputs"]) == outputs
+    assert looked_at[0] <= 3 * outputs, f"{n_links} links: the outputs were looked at {looked_at[0]} times"
+
+
+@pytest.mark.parametrize("config", [{}, {"decompress.max.ratio": 100}])
+def test_decompression_bomb_fails_the_file_naming_the_key(local, config):
+    fs, src, tgt = local
+    staging = Staging(tgt)
+    compress = bz2.compress if not config else gzip.compress  # bzip2 of zeros: 1:500,000; gzip: 1:1000
+    f = put(fs, src, "zeros.bin.bz2" if not config else "zeros.bin.gz", compress(b"\0" * (64 << 20)),
+            converters=("decompress",))
+    r = copy_unit(WorkUnit(f), fs, fs, staging, config)
+    assert r["status"] == "failed", r
+    assert f.origin in r["error"] and "decompress.max.ratio" in r["error"] and "bomb" in r["error"]
+    assert staged_files(fs, staging, f) == {}
+    ok = put(fs, src, "small.gz", gzip.compress(b"\0" * (8 << 20)), converters=("decompress",))  # the 16 MiB floor
+    assert copy_unit(WorkUnit(ok), fs, fs, staging, config)["status"] == "ok"
+
+
 def test_encrypt_then_decrypt_round_trip(env):
     fs, src, tgt = env
     data = os.urandom((2 << 20) + 123)
@@ -441,6 +525,197 @@ def test_split_source_that_changed_fails(env):
     r = copy_unit(units[1], fs, fs, staging, {})
     assert r["status"] == "failed" and "part 1 of 3" in r["error"] and "has only 300 bytes" in r["error"]
     assert not fs.exists(staging.part_path(f, 1)) and not fs.exists(staging.part_path(f, 2))
+
+
+def test_parts_of_another_block_split_size_are_not_reused(env):
+    """A part is reused only when it holds the same byte range: after an interrupted run cut at
+    10 bytes, a rerun cut at 5 must not take the old part 2 (bytes 20-25) for its part 2
+    (bytes 10-15), though it has the right length -- there is no source checksum to catch it."""
+    fs, src, tgt = env
+    staging = Staging(tgt)
+    data = bytes(range(65, 90))  # 25 bytes
+    f = put(fs, src, "big.bin", data)
+    old = split_units(f, 10)
+    for u in (old[0], old[2]):
+        assert copy_unit(u, fs, fs, staging, {"block.split.size": 10})["status"] == "ok"
+    results = [copy_unit(u, fs, fs, staging, {"block.split.size": 5}) for u in split_units(f, 5)]
+    assert [r["status"] for r in results] == ["ok"] * 5
+    r = finish_split(f, fs, staging, {"block.split.size": 5})
+    assert r["status"] == "ok", r
+    assert fs.cat_file(posixpath.join(staging.file_dir(f), "big.bin")) == data
+
+
+def test_finish_split_checks_each_part_against_its_range_and_digest(env):
+    fs, src, tgt = env
+    staging = Staging(tgt)
+    data = os.urandom(1000)
+    f = put(fs, src, "b.bin", data)  # no source checksum: only the parts' own digests can tell
+    units = split_units(f, 250)
+    config = {"block.split.size": 250}
+    for u in units:
+        assert copy_unit(u, fs, fs, staging, config)["status"] == "ok"
+    # a part whose bytes changed after its copy: refused by its digest, removed, copied again
+    p1 = staging.part_path(f, 1)
+    fs.pipe_file(p1, b"x" * 250)
+    r = finish_split(f, fs, staging, config)
+    assert r["status"] == "failed" and f.origin in r["error"] and "part 1 of 4" in r["error"]
+    assert "digest" in r["error"] and read_done_marker(fs, staging, f) is None
+    assert not fs.exists(p1)
+    assert [copy_unit(u, fs, fs, staging, config)["status"] for u in units] == ["reused", "ok", "reused", "reused"]
+    # parts swapped with their records: each is whole, but not at its place
+    p0, p2 = staging.part_path(f, 0), staging.part_path(f, 2)
+    for a, b in ((p0, p2), (p0 + ".json", p2 + ".json")):
+        x, y = fs.cat_file(a), fs.cat_file(b)
+        fs.pipe_file(a, y)
+        fs.pipe_file(b, x)
+    r = finish_split(f, fs, staging, config)
+    assert r["status"] == "failed" and "part 0 of 4 holds bytes 500-750" in r["error"]
+    # the next run copies the misplaced parts again, and the file assembles right
+    assert [copy_unit(u, fs, fs, staging, config)["status"] for u in units] == ["ok", "reused", "ok", "reused"]
+    assert finish_split(f, fs, staging, config)["status"] == "ok"
+    assert fs.cat_file(posixpath.join(staging.file_dir(f), "b.bin")) == data
+
+
+def test_part_whose_record_was_not_written_is_copied_again(env, monkeypatch):
+    """A crash after a part is renamed into place but before its record is written leaves a
+    "pending" record: the part is neither reused nor assembled."""
+    fs, src, tgt = env
+    staging = Staging(tgt)
+    data = os.urandom(100)
+    f = put(fs, src, "b.bin", data)
+    units = split_units(f, 60)
+    real = copier._Attempt.put_bytes
+
+    def crash_at_the_final_record(self, final, payload):
+        if final.endswith(".json") and b'"pending"' not in payload:
+            raise OSError("killed")
+        return real(self, final, payload)
+
+    monkeypatch.setattr(copier._Attempt, "put_bytes", crash_at_the_final_record)
+    assert copy_unit(units[0], fs, fs, staging, {})["status"] == "failed"
+    monkeypatch.undo()
+    assert fs.exists(staging.part_path(f, 0))
+    assert copy_unit(units[1], fs, fs, staging, {})["status"] == "ok"
+    r = finish_split(f, fs, staging, {}, parts=2)
+    assert r["status"] == "failed" and "part 0 of 2 has no record" in r["error"]
+    assert [copy_unit(u, fs, fs, staging, {})["status"] for u in units] == ["ok", "reused"]
+    assert finish_split(f, fs, staging, {}, parts=2)["status"] == "ok"
+
+
+def test_parts_without_records_are_taken_only_with_the_planned_lengths(env):
+    """Parts staged before part records existed: assembled when block.split.size is known and
+    every part has its planned length, else refused (and copied again by the next run)."""
+    fs, src, tgt = env
+    staging = Staging(tgt)
+    data = b"0123456789"
+    f = put(fs, src, "b.bin", data)
+    for k, chunk in enumerate((b"0123", b"45", b"89")):  # part 1 is short
+        fs.makedirs(posixpath.dirname(staging.part_path(f, k)), exist_ok=True)
+        fs.pipe_file(staging.part_path(f, k), chunk)
+    r = finish_split(f, fs, staging, {"block.split.size": 4})
+    assert r["status"] == "failed" and "no records of their byte ranges" in r["error"]
+    assert copy_unit(split_units(f, 4)[1], fs, fs, staging, {})["status"] == "ok"  # no record: never reused
+    assert finish_split(f, fs, staging, {"block.split.size": 4})["status"] == "failed"  # one record: all need one
+    fs.rm(staging.part_path(f, 1) + ".json")
+    assert finish_split(f, fs, staging, {"block.split.size": 4})["status"] == "ok"
+    assert fs.cat_file(posixpath.join(staging.file_dir(f), "b.bin")) == data
+
+
+# --------------------------------------------------------------------------- concurrent attempts
+
+
+class _StallingSource:
+    """A source filesystem whose files return their first read, then (second read) signal
+    ``stalled`` and wait for ``go``; then fail (``fail``: a slow attempt that dies late) or go on."""
+
+    def __init__(self, fs, fail: bool = True):
+        self.fs, self.fail, self.stalled, self.go = fs, fail, threading.Event(), threading.Event()
+
+    def open(self, path, mode="rb", **kwargs):
+        raw, outer = self.fs.open(path, mode, **kwargs), self
+
+        class Stalling:
+            reads = 0
+
+            def read(self, n=-1):
+                if self.reads == 1:
+                    outer.stalled.set()
+                    assert outer.go.wait(30)
+                    if outer.fail:
+                        raise OSError("connection reset by peer")
+                self.reads += 1
+                return raw.read(n)
+
+            def seek(self, *args):
+                return raw.seek(*args)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                raw.close()
+
+        return Stalling()
+
+
+def _race(fs, staging, unit, fail: bool) -> tuple[dict, dict]:
+    """The results of a slow attempt of ``unit`` and of one run while the slow one waits."""
+    slow_source = _StallingSource(fs, fail)
+    slow: dict = {}
+    thread = threading.Thread(target=lambda: slow.update(copy_unit(unit, slow_source, fs, staging, {})))
+    thread.start()
+    try:
+        assert slow_source.stalled.wait(30)  # the slow attempt has begun writing
+        fast = copy_unit(unit, fs, fs, staging, {})
+    finally:
+        slow_source.go.set()
+        thread.join(30)
+    return slow, fast
+
+
+@pytest.mark.parametrize("kind", ["whole", "untar", "part"])
+def test_a_failing_concurrent_attempt_leaves_what_the_other_staged(env, kind):
+    """A slow first attempt (a zombie, or a speculative copy) and its retry copy the same unit;
+    the retry stages it; then the slow one fails. Its cleanup touches its own temporaries only:
+    the retry's outputs, marker (or part and record) stay, and the file publishes whole."""
+    fs, src, tgt = env
+    staging = Staging(tgt)
+    data = os.urandom(5 << 20)
+    if kind == "untar":
+        f = put(fs, src, "t.tar", make_tar([("a.bin", data), ("b.txt", b"b" * 100)]), converters=("untar",))
+    elif kind == "part":
+        f = put(fs, src, "a.bin", data + b"tail")
+    else:
+        f = put(fs, src, "a.bin", data)
+    unit = split_units(f, 5 << 20)[0] if kind == "part" else WorkUnit(f)
+    slow, fast = _race(fs, staging, unit, fail=True)
+    assert fast["status"] == "ok", fast
+    assert slow["status"] == "failed" and "connection reset" in slow["error"], slow
+    left = staged_files(fs, staging, f)
+    assert not [p for p in left if p.startswith("_attempts/")], left  # each attempt removed its temporaries
+    if kind == "part":
+        assert left.keys() == {"_parts/00000", "_parts/00000.json"} and left["_parts/00000"] == data
+        assert copy_unit(split_units(f, 5 << 20)[1], fs, fs, staging, {})["status"] == "ok"
+        assert finish_split(f, fs, staging, {"block.split.size": 5 << 20})["status"] == "ok"
+        assert fs.cat_file(posixpath.join(staging.file_dir(f), "a.bin")) == data + b"tail"
+        return
+    if kind == "untar":
+        assert left == {"t/a.bin": data, "t/b.txt": b"b" * 100, "_done.json": left["_done.json"]}
+    else:
+        assert left == {"a.bin": data, "_done.json": left["_done.json"]}
+    assert read_done_marker(fs, staging, f) is not None
+
+
+def test_a_late_concurrent_attempt_that_succeeds_changes_nothing(local):
+    # (local only: fsspec's memory filesystem shares one read position between the opens of a file)
+    fs, src, tgt = local
+    staging = Staging(tgt)
+    data = os.urandom(5 << 20)
+    f = put(fs, src, "a.bin", data)
+    slow, fast = _race(fs, staging, WorkUnit(f), fail=False)
+    assert slow["status"] == fast["status"] == "ok", (slow, fast)
+    assert staged_files(fs, staging, f).keys() == {"a.bin", "_done.json"}
+    assert fs.cat_file(posixpath.join(staging.file_dir(f), "a.bin")) == data
 
 
 def test_programming_errors_raise(env):
