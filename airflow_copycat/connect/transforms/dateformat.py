@@ -37,56 +37,15 @@ import datetime as _dt
 import re
 from typing import Callable
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December"]
-_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+from ..datepattern import DAYS, MONTHS, num, tokens
+
 _LETTERS = set("GyYMLwWDdFEuaHkKhmsSzZX")
 _NUMERIC = set("yYMLwWDdFuHkKhmsS")
 _UTC = _dt.timezone.utc
 
 
 def _tokens(pattern: str) -> list[tuple[str, str]]:
-    """``("lit", text)`` and ``("field", "yyyy")`` tokens; ``ValueError`` for a bad pattern."""
-    out: list[tuple[str, str]] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "'":
-            if i + 1 < n and pattern[i + 1] == "'":
-                out.append(("lit", "'"))
-                i += 2
-                continue
-            j, buf = i + 1, []
-            while True:
-                if j >= n:
-                    raise ValueError(f"unterminated quote at position {i} of pattern {pattern!r}")
-                if pattern[j] == "'":
-                    if j + 1 < n and pattern[j + 1] == "'":
-                        buf.append("'")
-                        j += 2
-                        continue
-                    break
-                buf.append(pattern[j])
-                j += 1
-            out.append(("lit", "".join(buf)))
-            i = j + 1
-        elif ("a" <= c <= "z") or ("A" <= c <= "Z"):
-            j = i
-            while j < n and pattern[j] == c:
-                j += 1
-            if c not in _LETTERS:
-                raise ValueError(f"illegal pattern character {c!r} at position {i} of pattern {pattern!r} "
-                                 "(quote literal text: 'T')")
-            out.append(("field", pattern[i:j]))
-            i = j
-        else:
-            out.append(("lit", c))
-            i += 1
-    return out
-
-
-def _num(v: int, width: int) -> str:
-    return ("-" if v < 0 else "") + str(abs(v)).zfill(width)
+    return tokens(pattern, _LETTERS, "SimpleDateFormat")
 
 
 def _us_week(d: _dt.date) -> tuple[int, int]:
@@ -105,16 +64,16 @@ def _formatter(token: str) -> Callable[[_dt.datetime], str]:
     if c in "yY":
         def year(dt, c=c):
             y = _us_week(dt.date())[0] if c == "Y" else dt.year
-            return _num(y % 100, 2) if n == 2 else _num(y, n)
+            return num(y % 100, 2) if n == 2 else num(y, n)
         return year
     if c in "ML":
         if n >= 4:
-            return lambda dt: _MONTHS[dt.month - 1]
+            return lambda dt: MONTHS[dt.month - 1]
         if n == 3:
-            return lambda dt: _MONTHS[dt.month - 1][:3]
-        return lambda dt: _num(dt.month, n)
+            return lambda dt: MONTHS[dt.month - 1][:3]
+        return lambda dt: num(dt.month, n)
     if c == "E":
-        return (lambda dt: _DAYS[dt.weekday()]) if n >= 4 else (lambda dt: _DAYS[dt.weekday()][:3])
+        return (lambda dt: DAYS[dt.weekday()]) if n >= 4 else (lambda dt: DAYS[dt.weekday()][:3])
     if c == "z":
         return (lambda dt: "Coordinated Universal Time") if n >= 4 else (lambda dt: "UTC")
     if c == "Z":
@@ -138,7 +97,7 @@ def _formatter(token: str) -> Callable[[_dt.datetime], str]:
     }
     if c in numbers:
         get = numbers[c]
-        return lambda dt: _num(get(dt), n)
+        return lambda dt: num(get(dt), n)
     if c == "G":
         return lambda dt: "AD"
     return lambda dt: "AM" if dt.hour < 12 else "PM"  # a
@@ -252,7 +211,7 @@ def _two_digit_year(yy: int) -> int:
 
 def _month_number(name: str) -> int:
     lowered = name.lower()
-    for i, month in enumerate(_MONTHS):
+    for i, month in enumerate(MONTHS):
         if month.lower() == lowered or month[:3].lower() == lowered:
             return i + 1
     raise ValueError(f"{name!r} is not a month name")

@@ -36,55 +36,14 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Callable
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December"]
-_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+from ...connect.datepattern import DAYS, MONTHS, num, tokens
+
 _TEXT_LETTERS = set("GaE")
 _KNOWN = set("GCYyxMwDdeEaHkKhmsSzZ")
 
 
 def _tokens(pattern: str) -> list[tuple[str, str]]:
-    """Split ``pattern`` into ``("lit", text)`` and ``("field", "YYYY")`` tokens."""
-    out: list[tuple[str, str]] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "'":
-            if i + 1 < n and pattern[i + 1] == "'":
-                out.append(("lit", "'"))
-                i += 2
-                continue
-            j, buf = i + 1, []
-            while True:
-                if j >= n:
-                    raise ValueError(f"unterminated quote starting at position {i} of {pattern!r}")
-                if pattern[j] == "'":
-                    if j + 1 < n and pattern[j + 1] == "'":
-                        buf.append("'")
-                        j += 2
-                        continue
-                    break
-                buf.append(pattern[j])
-                j += 1
-            out.append(("lit", "".join(buf)))
-            i = j + 1
-        elif c.isascii() and c.isalpha():
-            j = i
-            while j < n and pattern[j] == c:
-                j += 1
-            if c not in _KNOWN:
-                raise ValueError(f"pattern letter {c!r} at position {i} of {pattern!r} is not a Joda-Time "
-                                 "pattern letter (quote literal text: 'year'=YYYY)")
-            out.append(("field", pattern[i:j]))
-            i = j
-        else:
-            out.append(("lit", c))
-            i += 1
-    return out
-
-
-def _num(v: int, width: int) -> str:
-    return ("-" if v < 0 else "") + str(abs(v)).zfill(width)
+    return tokens(pattern, _KNOWN, "Joda-Time")
 
 
 def _offset(dt: _dt.datetime, colon: bool) -> str:
@@ -100,30 +59,30 @@ def _field(token: str) -> Callable[[_dt.datetime], str]:
     if c in "Yyx":
         def year(dt, c=c):
             y = dt.isocalendar()[0] if c == "x" else dt.year
-            return _num(y % 100, 2) if n == 2 else _num(y, n)
+            return num(y % 100, 2) if n == 2 else num(y, n)
         return year
     if c == "M":
         if n >= 4:
-            return lambda dt: _MONTHS[dt.month - 1]
+            return lambda dt: MONTHS[dt.month - 1]
         if n == 3:
-            return lambda dt: _MONTHS[dt.month - 1][:3]
-        return lambda dt: _num(dt.month, n)
+            return lambda dt: MONTHS[dt.month - 1][:3]
+        return lambda dt: num(dt.month, n)
     if c == "E":
-        return (lambda dt: _DAYS[dt.weekday()]) if n >= 4 else (lambda dt: _DAYS[dt.weekday()][:3])
+        return (lambda dt: DAYS[dt.weekday()]) if n >= 4 else (lambda dt: DAYS[dt.weekday()][:3])
     simple = {
         "G": lambda dt: "AD",
-        "C": lambda dt: _num(dt.year // 100, n),
-        "w": lambda dt: _num(dt.isocalendar()[1], n),
-        "D": lambda dt: _num(dt.timetuple().tm_yday, n),
-        "d": lambda dt: _num(dt.day, n),
-        "e": lambda dt: _num(dt.isoweekday(), n),
+        "C": lambda dt: num(dt.year // 100, n),
+        "w": lambda dt: num(dt.isocalendar()[1], n),
+        "D": lambda dt: num(dt.timetuple().tm_yday, n),
+        "d": lambda dt: num(dt.day, n),
+        "e": lambda dt: num(dt.isoweekday(), n),
         "a": lambda dt: "AM" if dt.hour < 12 else "PM",
-        "H": lambda dt: _num(dt.hour, n),
-        "k": lambda dt: _num(dt.hour or 24, n),
-        "K": lambda dt: _num(dt.hour % 12, n),
-        "h": lambda dt: _num(dt.hour % 12 or 12, n),
-        "m": lambda dt: _num(dt.minute, n),
-        "s": lambda dt: _num(dt.second, n),
+        "H": lambda dt: num(dt.hour, n),
+        "k": lambda dt: num(dt.hour or 24, n),
+        "K": lambda dt: num(dt.hour % 12, n),
+        "h": lambda dt: num(dt.hour % 12 or 12, n),
+        "m": lambda dt: num(dt.minute, n),
+        "s": lambda dt: num(dt.second, n),
         "S": lambda dt: str(dt.microsecond).zfill(6)[:n].ljust(n, "0"),
         "z": lambda dt: dt.tzname() or "UTC",
         "Z": (lambda dt: _offset(dt, False)) if n == 1 else
