@@ -62,6 +62,9 @@ COPY_CONFIG = (
             doc="End (exclusive) of the date range; e.g. {{ data_interval_end }}.")
     .define("update", ConfigType.BOOLEAN, True,
             doc="Skip files whose target has the same size and modification time (or checksum); false copies all.")
+    .define("diff.policy", ConfigType.STRING, "update", non_empty,
+            doc="How a dataset is diffed with the target: update (Distcp's -update, the default), or module:Class "
+                "of a DiffPolicy (airflow_copycat.distcp.diff), or of a function returning one per dataset.")
     .define("delete", ConfigType.BOOLEAN, False,
             doc="Delete target files of a dataset that are not in the source (published with the dataset).")
     .define("converters", ConfigType.LIST, "", validator=_converters,

@@ -102,7 +102,7 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     files: list[CopyableFile] = []
     for d in datasets:
         files += listing.list_files(src_fs, src_root, d, values)
-    result = diff.diff(files, tgt_fs, tgt_root, datasets, values, staging=staging)
+    result = diff.diff(files, tgt_fs, tgt_root, datasets, values, staging=staging, policy=_policy(values))
     current: dict[str, list[str]] = {d.name: [] for d in datasets}
     listed: dict[str, list[str]] = {d.name: [] for d in datasets}
     for f in result.to_copy:
@@ -157,6 +157,24 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
 
 KEEP_PLANS = 5
 """Plan files kept per job (the newest): a retried run task or publish still finds its plan."""
+
+
+def _policy(values: Mapping[str, Any]):
+    """The job's diff policy: a name in ``diff.POLICIES``, or ``module:Class`` / ``module:function``
+    (a DiffPolicy class, or a function of the dataset returning one)."""
+    from ..distcp import diff
+
+    name = str(values["diff.policy"])
+    if name in diff.POLICIES:
+        return name
+    from .plugins import _import
+
+    try:
+        target = _import(name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ConfigException([ConfigProblem("diff.policy", name, f"is not a known policy ({', '.join(diff.POLICIES)}) "
+                                                                  f"nor importable: {e}")]) from None
+    return target() if isinstance(target, type) else target
 
 
 def _check_overlap(values, src_fs, src_root: str, tgt_fs, tgt_root: str) -> None:

@@ -163,3 +163,28 @@ def test_plans_are_kept_per_job_and_pruned_to_the_newest(capsys, tmp_path):
     plans = tmp_path / "dst" / "_copycat" / "distcp" / "plans"
     per_job = {p.name.rsplit("-", 1)[0]: len(list(p.iterdir())) for p in plans.iterdir()}
     assert per_job == {"orders-eu": KEEP_PLANS, "orders": 1}
+
+
+class CopyEverything:
+    """A diff policy for the test below: copy every file, whatever the target holds."""
+
+    def diff(self, dataset, files, target, config):
+        from airflow_copycat.distcp.diff import DatasetDiff
+
+        return DatasetDiff(to_copy=list(files), skipped=[], deletes=[])
+
+
+def test_a_diff_policy_is_chosen_by_name(capsys, tmp_path):
+    (tmp_path / "src" / "d").mkdir(parents=True)
+    (tmp_path / "src" / "d" / "f").write_text("f")
+    config = tmp_path / "job.json"
+    base = {"name": "pol", "source.url": str(tmp_path / "src"), "target.url": str(tmp_path / "dst")}
+    config.write_text(json.dumps(base))
+    assert run(capsys, "copy", config, "--in-process")[0] == 0
+    # the default policy finds the file up to date; a policy that copies everything copies it again
+    config.write_text(json.dumps(dict(base, **{"diff.policy": f"{__name__}:CopyEverything"})))
+    rc, out, err = run(capsys, "copy", config, "--in-process", "--json")
+    assert rc == 0 and json.loads(out)["files_copied"] == 1
+    config.write_text(json.dumps(dict(base, **{"diff.policy": "nope"})))
+    rc, out, err = run(capsys, "copy", config, "--in-process")
+    assert rc == 1 and "diff.policy" in err
