@@ -1,5 +1,5 @@
 # make demo  -- set everything up, then run the example DAG end to end (twice) and verify the data
-# make test  -- set everything up, then run the whole test suite
+# make test  -- set everything up (starting PostgreSQL and MariaDB when down), then run the whole test suite
 # make bench -- set everything up, then print every benchmark as a ratio against its baseline
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +8,7 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup databases demo test bench lint clean
 
 setup: $(VENV)/.installed $(STATE)/java.env
 
@@ -28,7 +28,12 @@ $(STATE)/java.env: $(VENV)/.installed scripts/find_java.sh
 demo: setup
 	$(ENV) && $(BIN)/python scripts/demo.py
 
-test: setup
+# PostgreSQL on 127.0.0.1:5432 and MariaDB on 127.0.0.1:3306 for the database tests: started when down,
+# installed from Debian's packages when missing (as root); fails loudly when neither is possible.
+databases:
+	bash scripts/ensure_databases.sh
+
+test: setup databases
 	$(ENV) && $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup

@@ -4,6 +4,11 @@ Kafka: the embedded Tansu broker on 127.0.0.1, or the cluster named by
 ``KAFKA_BOOTSTRAP`` (then every Kafka test runs against real Kafka). Tests that
 need a Kafka feature Tansu lacks detect it with :func:`broker_is_embedded` and
 skip with the reason.
+
+Databases: ``postgres_url`` and ``mariadb_url`` name the real servers that
+``make test`` starts (scripts/ensure_databases.sh), or the ones in
+``COPYCAT_TEST_POSTGRES_URL`` / ``COPYCAT_TEST_MARIADB_URL``; a server that
+does not answer fails the tests that need it, never skips them.
 """
 
 from __future__ import annotations
@@ -113,3 +118,50 @@ def abort_visibility(kafka_bootstrap) -> AbortVisibility:
         consumer.close()
     assert b"committed" in seen, f"the broker lost a committed transactional record: {seen}"
     return AbortVisibility(b"aborted" not in seen)
+
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
+
+
+def _checked_database_url(env_var: str, default: str, label: str) -> str:
+    """The URL from ``env_var`` (or ``default``) after a ``SELECT 1`` through SQLAlchemy; fails the test otherwise.
+
+    SQLAlchemy and the drivers are imported here, not at module import, so the rest of the suite
+    collects without them.
+    """
+    url = os.environ.get(env_var) or default
+    hint = (f"`make test` starts the local servers (scripts/ensure_databases.sh): run that script, "
+            f"or set {env_var} to a reachable SQLAlchemy URL")
+    try:
+        import sqlalchemy as sa
+
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 5}, poolclass=sa.pool.NullPool)
+    except Exception as e:  # ImportError of a driver, a malformed URL
+        pytest.fail(f"{label} test URL from {env_var if os.environ.get(env_var) else 'the default'} is unusable: "
+                    f"{type(e).__name__}: {e} (install the test dependencies: uv pip install -e '.[embedded,test]')",
+                    pytrace=False)
+    error = None
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1")).scalar_one()
+    except Exception as e:
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        engine.dispose()
+    if error:
+        pytest.fail(f"{label} at {shown} is unreachable: {error}. {hint}", pytrace=False)
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """SQLAlchemy URL of the test PostgreSQL database (``COPYCAT_TEST_POSTGRES_URL`` overrides)."""
+    return _checked_database_url("COPYCAT_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL, "PostgreSQL")
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> str:
+    """SQLAlchemy URL of the test MariaDB/MySQL database (``COPYCAT_TEST_MARIADB_URL`` overrides)."""
+    return _checked_database_url("COPYCAT_TEST_MARIADB_URL", DEFAULT_MARIADB_URL, "MariaDB")
