@@ -23,6 +23,7 @@ _FILE_SOURCE = "airflow_copycat.connectors.filestream:FileStreamSourceConnector"
 _FILE_SINK = "airflow_copycat.connectors.filestream:FileStreamSinkConnector"
 _FILES_SINK = "airflow_copycat.connectors.files:FilesSinkConnector"
 _DLQ_REPLAY = "airflow_copycat.connectors.deadletter:DeadLetterReplaySource"
+_JDBC_SOURCE = "airflow_copycat.connectors.jdbc:JdbcSourceConnector"
 
 CONNECTOR_ALIASES: dict[str, str] = {
     "FileStreamSource": _FILE_SOURCE,
@@ -40,6 +41,9 @@ CONNECTOR_ALIASES: dict[str, str] = {
     "io.confluent.connect.hdfs3.Hdfs3SinkConnector": _FILES_SINK,
     "DeadLetterReplaySource": _DLQ_REPLAY,
     "DeadLetterReplay": _DLQ_REPLAY,
+    "JdbcSource": _JDBC_SOURCE,
+    "JdbcSourceConnector": _JDBC_SOURCE,
+    "io.confluent.connect.jdbc.JdbcSourceConnector": _JDBC_SOURCE,
 }
 
 _JSON = "airflow_copycat.connect.json_converter:JsonConverter"

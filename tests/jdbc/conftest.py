@@ -1,0 +1,54 @@
+"""Databases for the JDBC source tests: SQLite, and the real PostgreSQL and MariaDB of the session
+fixtures ``postgres_url`` / ``mariadb_url`` (tests/conftest.py: they fail, never skip, when a server
+does not answer; ``make test`` starts them)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+class Db:
+    """One database: its URL for the connector, an engine for the test to write with."""
+
+    def __init__(self, kind: str, url: str):
+        self.kind, self.url = kind, url
+        self.engine = sa.create_engine(url)
+        self.created: list[sa.Table] = []
+
+    def create(self, table: sa.Table) -> sa.Table:
+        table.create(self.engine)
+        self.created.append(table)
+        return table
+
+    def insert(self, table: sa.Table, rows: list[dict]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(table.insert(), rows)
+
+    def fqn(self, name: str) -> str:
+        if self.kind == "postgresql":
+            return f"test.public.{name}"
+        if self.kind == "mariadb":
+            return f"test.{name}"
+        return name
+
+    def close(self) -> None:
+        for t in reversed(self.created):
+            try:
+                t.drop(self.engine)
+            except Exception:  # noqa: BLE001
+                pass
+        self.engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def db(request, tmp_path):
+    kind = request.param
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path}/source.db"
+    elif kind == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = request.getfixturevalue("mariadb_url")
+    d = Db(kind, url)
+    yield d
+    d.close()
