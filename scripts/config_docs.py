@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector  # noqa: E402
 from airflow_copycat.connectors.deadletter import DeadLetterReplaySource  # noqa: E402
 from airflow_copycat.connectors.files import FilesSinkConnector  # noqa: E402
+from airflow_copycat.connectors.jdbc import JdbcSourceConnector  # noqa: E402
 from airflow_copycat.distcp.config import COPY_CONFIG  # noqa: E402
 from airflow_copycat.runtime.connector_config import FRAMEWORK_CONFIG  # noqa: E402
 
@@ -28,6 +29,7 @@ SECTIONS = [
      FilesSinkConnector.config_def),
     ("FileStreamSink (`FileStreamSink`, `org.apache.kafka.connect.file.FileStreamSinkConnector`)",
      FileStreamSinkConnector.config_def),
+    ("JdbcSource (`JdbcSource`, `io.confluent.connect.jdbc.JdbcSourceConnector`)", JdbcSourceConnector.config_def),
     ("DeadLetterReplaySource (`DeadLetterReplaySource`; made by `replay_config` / `copycat run --replay-dlq`)",
      DeadLetterReplaySource.config_def),
     ("Copy jobs (Distcp: `copy_task_group`, `copycat copy`)", COPY_CONFIG),
