@@ -434,17 +434,31 @@ def _print_summary(summary: dict, mode: str) -> None:
         _out(f"  failed: {line}")
 
 
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    spark_conf = _parse_spark_conf(args.spark_conf)
+    if args.in_process and (args.master or spark_conf):
+        raise UserError("--in-process runs without Spark: drop --master / --spark-conf")
+    return spark_conf
+
+
+def _group_runner(args: argparse.Namespace, spark_conf: dict[str, str], work_dir: str):
+    """(runner of one task group, how it runs): in this process, or through spark-submit."""
+    if args.in_process:
+        from .runtime.executor import run_group
+
+        return run_group, "in process"
+    master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    return _SparkSubmitter(master, spark_conf, work_dir, args.verbose), f"spark-submit --master {master}"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runtime.executor import run_group
     from .runtime.plan import make_plan
     from .runtime.result import summarize
 
     checked = _check_all(args.configs, replay_dlq=args.replay_dlq)
     _raise_if_invalid(checked)
     worker = _load_worker(args)
-    spark_conf = _parse_spark_conf(args.spark_conf)
-    if args.in_process and (args.master or spark_conf):
-        raise UserError("--in-process runs without Spark: drop --master / --spark-conf")
+    spark_conf = _spark_conf(args)
     _require_kafka(worker, args.kafka_timeout, args.verbose)
     worker_props = worker.to_dict()
 
@@ -452,13 +466,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     work_dir = tempfile.mkdtemp(prefix="copycat-run-") if own_dir else os.path.abspath(args.work_dir)
     os.makedirs(work_dir, exist_ok=True)
     try:
-        if args.in_process:
-            mode = "in process"
-            runner = run_group
-        else:
-            master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
-            mode = f"spark-submit --master {master}"
-            runner = _SparkSubmitter(master, spark_conf, work_dir, args.verbose)
+        runner, mode = _group_runner(args, spark_conf, work_dir)
         failed = 0
         for c in checked:
             started = time.monotonic()
@@ -492,15 +500,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_copy(args: argparse.Namespace) -> int:
     from .runtime import copy_job
-    from .runtime.executor import run_group
 
     label, raw = _load_config(args.config)
     for key in copy_job.secret_keys(raw):
         _scrub.add(getattr(raw[key], "value", raw[key]))
     worker_props = _load_worker(args).to_dict() if args.worker else {}
-    spark_conf = _parse_spark_conf(args.spark_conf)
-    if args.in_process and (args.master or spark_conf):
-        raise UserError("--in-process runs without Spark: drop --master / --spark-conf")
+    spark_conf = _spark_conf(args)
     own_dir = args.work_dir is None
     work_dir = tempfile.mkdtemp(prefix="copycat-copy-") if own_dir else os.path.abspath(args.work_dir)
     os.makedirs(work_dir, exist_ok=True)
@@ -510,11 +515,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
         if args.verbose:
             _err(f"{label}: {plan['to_copy']} of {plan['files']} file(s) to copy ({plan['to_copy_bytes']} bytes) in "
                  f"{sum(len(g['tasks']) for g in plan['groups'])} task(s); plan {plan['plan_url']}")
-        if args.in_process:
-            runner, mode = run_group, "in process"
-        else:
-            master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
-            runner, mode = _SparkSubmitter(master, spark_conf, work_dir, args.verbose), f"spark-submit --master {master}"
+        runner, mode = _group_runner(args, spark_conf, work_dir)
         secrets = {k: raw[k] for k in copy_job.secret_keys(raw) if raw.get(k) not in (None, "")}
         results = [runner(group, worker_props, secrets) for group in plan["groups"]]
         summary = copy_job.publish_copy(plan, results, raw)
@@ -733,16 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "validated before anything runs; a failed connector does not stop the "
                                    "next one. Exit 1 if any task failed.")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help=CONFIG_HELP)
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--master", metavar="URL", help=f"Spark master (default ${MASTER_ENV} or {DEFAULT_MASTER})")
-    mode.add_argument("--in-process", action="store_true", help="run the tasks one by one in this process, no Spark")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting added to the defaults (repeatable)")
-    p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max of every connector")
-    p.add_argument("--max-groups", type=_positive_int, metavar="N",
-                   help="overrides copycat.groups.max of every connector")
-    p.add_argument("--work-dir", metavar="DIR",
-                   help="where group and result JSON files go (kept); default a temporary directory (removed)")
+    _spark_options(p)
     p.add_argument("--json", action="store_true", help="print each connector's run summary as one JSON line")
     p.add_argument("--replay-dlq", action="store_true",
                    help="instead of each connector, replay its dead-letter queue (errors.deadletterqueue.topic.name) "
@@ -758,14 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "replayed first, and files staged by a failed run are reused. Prints a summary; "
                                    "exit 1 if any dataset was not published.")
     p.add_argument("config", metavar="CONFIG", help="the copy job: JSON, YAML or .properties (see README, Distcp)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--master", metavar="URL", help=f"Spark master (default ${MASTER_ENV} or {DEFAULT_MASTER})")
-    mode.add_argument("--in-process", action="store_true", help="copy in this process, no Spark")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting added to the defaults (repeatable)")
-    p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max")
-    p.add_argument("--max-groups", type=_positive_int, metavar="N", help="overrides copycat.groups.max")
-    p.add_argument("--work-dir", metavar="DIR", help="where group and result JSON files go (kept)")
+    _spark_options(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     p.set_defaults(func=cmd_copy)
 
@@ -806,6 +791,19 @@ def _setup_logging(verbose: bool):
         logger.setLevel(previous_level)
 
     return restore
+
+
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    """How ``run`` and ``copy`` run their task groups."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--master", metavar="URL", help=f"Spark master (default ${MASTER_ENV} or {DEFAULT_MASTER})")
+    mode.add_argument("--in-process", action="store_true", help="run the tasks one by one in this process, no Spark")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting added to the defaults (repeatable)")
+    p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max")
+    p.add_argument("--max-groups", type=_positive_int, metavar="N", help="overrides copycat.groups.max")
+    p.add_argument("--work-dir", metavar="DIR",
+                   help="where group and result JSON files go (kept); default a temporary directory (removed)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1277,22 +1277,6 @@ def _float32(v):
     raise DataException(f"{v!r} is out of range for float32 (an Avro float would hold infinity)")
 
 
-def _unscaled(value, scale: int) -> int:
-    """The unscaled integer of a decimal.Decimal at ``scale``, exactly (as ``Decimal.unscaled``)."""
-    sign, digits, exp = value.as_tuple()
-    if not isinstance(exp, int):
-        raise DataException(f"Decimal {value} is not a finite number")
-    n = int("".join(map(str, digits)) or "0")
-    shift = exp + scale
-    if shift >= 0:
-        n *= 10**shift
-    else:
-        n, rest = divmod(n, 10**-shift)
-        if rest:
-            raise DataException(f"Decimal {value} has more digits than scale {scale} allows")
-    return -n if sign else n
-
-
 def _decimal_bytes(schema: Schema) -> Callable[[Any], bytes]:
     """decimal.Decimal -> the two's-complement big-endian unscaled bytes of a Decimal schema
     (minimal, as Java's BigInteger.toByteArray; sign-extended to the size of a fixed)."""
@@ -1303,7 +1287,7 @@ def _decimal_bytes(schema: Schema) -> Callable[[Any], bytes]:
 
     def encode(value):
         try:
-            n = _unscaled(value, scale)
+            n = Decimal.unscaled_at(value, scale)
         except AttributeError:
             raise DataException(f"{type(value).__name__} is not a decimal.Decimal") from None
         bits = n.bit_length() if n >= 0 else (~n).bit_length()

@@ -442,7 +442,11 @@ class Decimal:
     def unscaled(schema: Schema, value: _decimal.Decimal) -> int:
         """The unscaled integer of ``value`` at the schema's scale, computed exactly (no
         decimal-context rounding); raises if ``value`` has more fractional digits than the scale."""
-        scale = Decimal.scale(schema)
+        return Decimal.unscaled_at(value, Decimal.scale(schema))
+
+    @staticmethod
+    def unscaled_at(value: _decimal.Decimal, scale: int) -> int:
+        """:meth:`unscaled` for a scale already known (converters compute it once per schema)."""
         sign, digits, exp = value.as_tuple()
         if not isinstance(exp, int):
             raise DataException(f"Decimal {value} is not a finite number")

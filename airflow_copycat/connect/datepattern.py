@@ -55,3 +55,17 @@ def tokens(pattern: str, letters: set[str], style: str) -> list[tuple[str, str]]
 def num(v: int, width: int) -> str:
     """``v`` zero-padded to ``width`` digits, sign first."""
     return ("-" if v < 0 else "") + str(abs(v)).zfill(width)
+
+
+def month(n: int):
+    """The formatter of a month field of ``n`` letters: full name (4+), short name (3), number."""
+    if n >= 4:
+        return lambda dt: MONTHS[dt.month - 1]
+    if n == 3:
+        return lambda dt: MONTHS[dt.month - 1][:3]
+    return lambda dt: num(dt.month, n)
+
+
+def weekday(n: int):
+    """The formatter of a day-of-week name field of ``n`` letters: full name (4+), else short."""
+    return (lambda dt: DAYS[dt.weekday()]) if n >= 4 else (lambda dt: DAYS[dt.weekday()][:3])

@@ -509,7 +509,20 @@ def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
     return prefix + struct.pack(">IB", counter, 1 if last else 0)
 
 
-class EncryptStream(_Reader):
+class _Chunked(_Reader):
+    """A stream served from ``_buf``, refilled a chunk at a time by ``_fill()`` until ``_done``."""
+
+    def _read(self, n: int) -> bytes:
+        while self._pos >= len(self._buf):
+            if self._done:
+                return b""
+            self._fill()
+        b = self._buf[self._pos:self._pos + n]
+        self._pos += len(b)
+        return b
+
+
+class EncryptStream(_Chunked):
     """Ciphertext (the module's format) of the plaintext read from ``stream``."""
 
     def __init__(self, stream, key: bytes, chunk_size: int = ENC_CHUNK):
@@ -533,17 +546,7 @@ class EncryptStream(_Reader):
         self._buf = self._aead.encrypt(_nonce(self._prefix, self._counter, last), plain, self._header)
         self._pos, self._counter, self._done = 0, self._counter + 1, last
 
-    def _read(self, n: int) -> bytes:
-        if self._pos >= len(self._buf):
-            if self._done:
-                return b""
-            self._fill()
-        b = self._buf[self._pos:self._pos + n]
-        self._pos += len(b)
-        return b
-
-
-class DecryptStream(_Reader):
+class DecryptStream(_Chunked):
     """Plaintext of the module's format read from ``stream``; every chunk is authenticated
     before any of its bytes is returned. Raises :class:`ConversionError` (naming ``label``)
     for a wrong key, a changed, truncated or extended file, or a file not in the format."""
@@ -584,15 +587,6 @@ class DecryptStream(_Reader):
                 f"cannot decrypt {self._label}: authentication failed at chunk {self._counter} "
                 "(wrong encryption.key, or the file was changed, truncated or extended)") from None
         self._pos, self._counter, self._done = 0, self._counter + 1, last
-
-    def _read(self, n: int) -> bytes:
-        while self._pos >= len(self._buf):
-            if self._done:
-                return b""
-            self._fill()
-        b = self._buf[self._pos:self._pos + n]
-        self._pos += len(b)
-        return b
 
 
 # --------------------------------------------------------------------------- tar

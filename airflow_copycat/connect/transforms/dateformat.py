@@ -37,7 +37,7 @@ import datetime as _dt
 import re
 from typing import Callable
 
-from ..datepattern import DAYS, MONTHS, num, tokens
+from ..datepattern import MONTHS, month, num, tokens, weekday
 
 _LETTERS = set("GyYMLwWDdFEuaHkKhmsSzZX")
 _NUMERIC = set("yYMLwWDdFuHkKhmsS")
@@ -67,13 +67,9 @@ def _formatter(token: str) -> Callable[[_dt.datetime], str]:
             return num(y % 100, 2) if n == 2 else num(y, n)
         return year
     if c in "ML":
-        if n >= 4:
-            return lambda dt: MONTHS[dt.month - 1]
-        if n == 3:
-            return lambda dt: MONTHS[dt.month - 1][:3]
-        return lambda dt: num(dt.month, n)
+        return month(n)
     if c == "E":
-        return (lambda dt: DAYS[dt.weekday()]) if n >= 4 else (lambda dt: DAYS[dt.weekday()][:3])
+        return weekday(n)
     if c == "z":
         return (lambda dt: "Coordinated Universal Time") if n >= 4 else (lambda dt: "UTC")
     if c == "Z":
@@ -211,8 +207,8 @@ def _two_digit_year(yy: int) -> int:
 
 def _month_number(name: str) -> int:
     lowered = name.lower()
-    for i, month in enumerate(MONTHS):
-        if month.lower() == lowered or month[:3].lower() == lowered:
+    for i, name_ in enumerate(MONTHS):
+        if name_.lower() == lowered or name_[:3].lower() == lowered:
             return i + 1
     raise ValueError(f"{name!r} is not a month name")
 

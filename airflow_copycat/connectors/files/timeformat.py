@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Callable
 
-from ...connect.datepattern import DAYS, MONTHS, num, tokens
+from ...connect.datepattern import month, num, tokens, weekday
 
 _TEXT_LETTERS = set("GaE")
 _KNOWN = set("GCYyxMwDdeEaHkKhmsSzZ")
@@ -62,13 +62,9 @@ def _field(token: str) -> Callable[[_dt.datetime], str]:
             return num(y % 100, 2) if n == 2 else num(y, n)
         return year
     if c == "M":
-        if n >= 4:
-            return lambda dt: MONTHS[dt.month - 1]
-        if n == 3:
-            return lambda dt: MONTHS[dt.month - 1][:3]
-        return lambda dt: num(dt.month, n)
+        return month(n)
     if c == "E":
-        return (lambda dt: DAYS[dt.weekday()]) if n >= 4 else (lambda dt: DAYS[dt.weekday()][:3])
+        return weekday(n)
     simple = {
         "G": lambda dt: "AD",
         "C": lambda dt: num(dt.year // 100, n),
