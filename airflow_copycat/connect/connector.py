@@ -10,6 +10,7 @@ travel as JSON to wherever the tasks run: they must be everything a task needs.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any, ClassVar
 
@@ -20,6 +21,39 @@ from .config import ConfigProblem
 TASK_PARTITIONS_KEY = "task.partitions"
 """Task config key under which :meth:`SourceConnector.task_configs`'s default
 implementation passes a task its source partitions (a JSON list)."""
+
+WINDOW_START_KEY = "copycat.window.start"
+WINDOW_END_KEY = "copycat.window.end"
+"""A *windowed* run (an Airflow backfill run) copies only the data whose event time lies in
+``[copycat.window.start, copycat.window.end)``: ISO-8601 timestamps, UTC when they carry no
+offset. The framework sets both keys in the task configs of a backfill run (from the run's
+data interval) and gives the tasks the window's own offsets, never the live ones; a source
+connector says whether it can do this in :meth:`SourceConnector.window_support`."""
+
+
+def window_bounds(config: dict[str, Any]) -> tuple[dt.datetime, dt.datetime] | None:
+    """``(start, end)`` as aware UTC datetimes when ``config`` holds a window, ``None`` when it
+    holds neither key. Raises ``ValueError`` naming the key when one is missing or unreadable,
+    or when ``end`` is not after ``start``."""
+    raw = {k: config.get(k) for k in (WINDOW_START_KEY, WINDOW_END_KEY)}
+    if all(v in (None, "") for v in raw.values()):
+        return None
+    bounds = []
+    for key, value in raw.items():
+        if value in (None, ""):
+            raise ValueError(f"{key} is missing: a window needs both {WINDOW_START_KEY} and {WINDOW_END_KEY}")
+        if isinstance(value, dt.datetime):
+            t = value
+        else:
+            try:
+                t = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"{key}={value!r} is not an ISO-8601 timestamp") from None
+        bounds.append((t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc))
+    if bounds[1] <= bounds[0]:
+        raise ValueError(f"{WINDOW_END_KEY} ({bounds[1].isoformat()}) must be after {WINDOW_START_KEY} "
+                         f"({bounds[0].isoformat()})")
+    return bounds[0], bounds[1]
 
 
 class Connector:
@@ -125,6 +159,17 @@ class SourceConnector(Connector):
         ``requested`` runs transactions anyway.
         """
         return None
+
+    def window_support(self, config: dict[str, Any]) -> str | None:
+        """Whether this connector can run a window (see :data:`WINDOW_START_KEY`) with ``config``.
+        Called at plan time, after :meth:`start`, only for windowed runs.
+
+        ``None`` means yes: its tasks, given the window keys and the window's own offsets
+        (none on a window's first run), read exactly the data whose event time lies in the
+        window, the same data each time. Otherwise the reason it cannot (shown to the user as
+        a config problem, e.g. "mode bulk has no timestamp column"). The default cannot.
+        """
+        return f"{type(self).__name__} does not support windowed (backfill) runs"
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         from .assignment import assign  # local: keeps the import graph obvious

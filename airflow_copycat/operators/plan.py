@@ -14,6 +14,7 @@ except ImportError:  # Airflow < 3.1
     from airflow.exceptions import AirflowFailException
 
 from ..connect.errors import ConfigException
+from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
@@ -64,7 +65,10 @@ class CopycatPlanOperator(BaseOperator):
 
     def execute(self, context) -> list[dict]:
         ti = context["ti"]
-        raw = load_connector_config(self.connector_config)
+        try:
+            raw = resolve_db_connection(load_connector_config(self.connector_config))
+        except ConfigException as e:
+            raise AirflowFailException(str(e)) from None
         connector_secrets(raw)  # masked in this task's log, even in an error message
         # The latest plan of an earlier run. map_indexes=-1 asks for one XCom: without it,
         # include_prior_dates returns a list of every earlier run's plan.

@@ -13,6 +13,7 @@ from typing import Any
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
 
+from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
@@ -76,7 +77,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
-        secrets = connector_secrets(connector_config.load_connector_config(self.connector_config))
+        secrets = connector_secrets(resolve_db_connection(connector_config.load_connector_config(self.connector_config)))
         # a copy job (Distcp) needs no Kafka connection
         worker_props = dict(self.worker_config or {}) if group["kind"] == "copy" else self.hook.worker_props(
             self.worker_config)

@@ -180,8 +180,8 @@ HIDDEN = "[hidden]"
 
 # scheme://user:password@host: the password runs to the last @ before the host (a raw @ or / in it
 # must not cut it short), so all of it is hidden; the user name ends at the first ':'. In a list of
-# URLs ("...@h1,https://...@h2") each URL is its own.
-_URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)*)(@)")
+# URLs ("...@h1,https://...@h2") each URL is its own. An empty password (user:@host) is no secret.
+_URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
 
 
 def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:

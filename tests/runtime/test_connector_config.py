@@ -144,6 +144,16 @@ def test_url_passwords_are_hidden_and_restored():
     assert connector_config.restore_secrets(hidden, raw) == raw
 
 
+def test_a_url_with_an_empty_password_is_no_secret_and_runs_without_secrets():
+    # MariaDB's root with an empty password: nothing to hide, so nothing a runner must put back
+    raw = {"name": "x", "connection.url": "mysql+pymysql://root:@127.0.0.1:3306/test"}
+    secrets = connector_config.secret_keys(raw, None)
+    assert secrets == set()
+    hidden = connector_config.redact(raw, secrets)
+    assert hidden == raw
+    assert connector_config.restore_secrets(hidden, {}) == raw
+
+
 @pytest.mark.parametrize("url, shown", [
     ("http://svc:p@ss/w0rd@registry:8081", "http://svc:[hidden]@registry:8081"),
     ("http://svc:p@ssw0rd@registry:8081/x", "http://svc:[hidden]@registry:8081/x"),
