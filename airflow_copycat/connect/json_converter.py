@@ -1012,6 +1012,16 @@ def _java_float_json(x: float) -> str:
         return "-0.0" if str(x)[0] == "-" else "0.0"
     ax = abs(x)
     bits = _f32_bits(ax)
+    if 1e-3 <= ax < 1e7 and bits & 0x7FFFFF:
+        # Fast path. Not a power of two, so the values that round back to ``ax`` lie symmetrically
+        # around it: the nearest p-digit decimal (what correctly rounded "%.*e" gives) rounds back
+        # whenever any p-digit decimal does, and float32 rounding (ties to even) decides the edges
+        # as Java does. In this range Java writes plain digits, where one digit is as short as two.
+        for p in range(1, 10):
+            text = "%.*e" % (p - 1, ax)
+            if _f32_bits(float(text)) == bits:
+                mant, exp = text.split("e")
+                return _java_format(x < 0, *_digits(int(mant.replace(".", "")), int(exp) - p + 1))
     here = Fraction(ax)
     below = Fraction(_f32(bits - 1)) if bits > 0 else Fraction(0)
     above = Fraction(_f32(bits + 1)) if bits < _F32_MAX_BITS else 2 * here - below
