@@ -18,6 +18,8 @@ from sqlalchemy.engine import URL, make_url
 from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
 from airflow_copycat.connect.config import in_range, one_of
 
+from . import splits
+
 CONNECTION_URL = "connection.url"
 CONNECTION_USER = "connection.user"
 CONNECTION_PASSWORD = "connection.password"
@@ -40,6 +42,8 @@ TIMESTAMP_INITIAL = "timestamp.initial"
 DB_TIMEZONE = "db.timezone"
 VALIDATE_NON_NULL = "validate.non.null"
 NUMERIC_MAPPING = "numeric.mapping"
+LOOKBACK_MS = "copycat.lookback.ms"
+LOOKBACK_MAX_ROWS = "copycat.lookback.max.rows"
 
 MODE_BULK = "bulk"
 MODE_INCREMENTING = "incrementing"
@@ -90,7 +94,12 @@ CONFIG_DEF = (
     .define(TABLE_TYPES, ConfigType.LIST, ["TABLE"], validator=_table_types, doc="TABLE and/or VIEW.")
     .define(SCHEMA_PATTERN, ConfigType.STRING, None,
             doc="SQL LIKE pattern of the schemas to read tables from; the connection's default schema when unset.")
-    .define(QUERY, ConfigType.STRING, "", doc="Custom query mode (not supported yet by this connector).")
+    .define(QUERY, ConfigType.STRING, "", importance="medium",
+            doc="Custom query mode: read the result of this SELECT instead of tables (one partition "
+                "{\"query\": \"query\"}, records to the topic named topic.prefix exactly, no key). The connector "
+                "reads SELECT * FROM (<query>) copycat_q WHERE <mode's conditions>, so the query may have its own "
+                "WHERE/JOIN; the incrementing and timestamp columns must be columns of its result. Cannot be "
+                "combined with a table list.")
     .define(TOPIC_PREFIX, ConfigType.STRING, None, importance="high",
             doc="Prefix of the topic names: a table's records go to <prefix><table name>.")
     .define(BATCH_MAX_ROWS, ConfigType.INT, 100, validator=in_range(1, None),
@@ -103,6 +112,14 @@ CONFIG_DEF = (
     .define(TIMESTAMP_DELAY_MS, ConfigType.LONG, 0, validator=in_range(0, None),
             doc="Rows are read only once their timestamp is this much older than the database's clock, so a "
                 "transaction that commits late with an older timestamp is still read.")
+    .define(LOOKBACK_MS, ConfigType.LONG, 0, validator=in_range(0, None), importance="medium",
+            doc="Timestamp modes: each run also re-reads the rows whose timestamp lies within this many ms before "
+                "the committed one and emits those it has not emitted (de-duplicated on timestamp + primary key, "
+                "or incrementing value, kept in the offset), so rows committed late with older timestamps are "
+                "not lost. 0 = off.")
+    .define(LOOKBACK_MAX_ROWS, ConfigType.INT, 10000, validator=in_range(1, None),
+            doc="The most rows the look-back remembers per partition: more rows within copycat.lookback.ms of the "
+                "last timestamp fail the task (never silently forget).")
     .define(TIMESTAMP_INITIAL, ConfigType.LONG, None,
             doc="Where timestamp modes start without a committed offset: epoch milliseconds, or -1 for the "
                 "database's current time. Unset: from the beginning.")
@@ -113,6 +130,8 @@ CONFIG_DEF = (
     .define(NUMERIC_MAPPING, ConfigType.STRING, "none", validator=one_of(*NUMERIC_MAPPINGS),
             doc="none: NUMERIC/DECIMAL as Connect Decimal; precision_only: NUMERIC(p,0) with p <= 18 as the "
                 "smallest integer type; best_fit: that, plus NUMERIC(p,s>0) with p <= 15 as FLOAT64.")
+    .define(splits.SPLIT_COLUMN, ConfigType.LIST, [], validator=splits.check_split_column, doc=splits.SPLIT_COLUMN_DOC)
+    .define(splits.SPLIT_COUNT, ConfigType.INT, 1, validator=in_range(1, None), doc=splits.SPLIT_COUNT_DOC)
 )
 
 
@@ -171,7 +190,13 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     problems = []
     url = config.get(CONNECTION_URL)
     if not str(url or "").strip():
-        problems.append(ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL"))
+        if config.get("airflow.conn.id"):
+            problems.append(ConfigProblem("airflow.conn.id", config.get("airflow.conn.id"),
+                                          "is resolved only by the Airflow operators and sensors; outside Airflow "
+                                          "give connection.url (and connection.user/connection.password)"))
+        else:
+            problems.append(ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL "
+                                          "(or airflow.conn.id, an Airflow connection, in a DAG)"))
     else:
         try:
             to_sqlalchemy_url(str(url))
@@ -191,8 +216,14 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
         problems.append(ConfigProblem(TIMESTAMP_COLUMN, config.get(TIMESTAMP_COLUMN),
                                       f"is required in mode {mode}: the last-modified timestamp column(s)"))
     if str(config.get(QUERY) or "").strip():
-        problems.append(ConfigProblem(QUERY, config.get(QUERY),
-                                      "custom query mode is not supported yet; name tables in table.whitelist"))
+        lists = [k for k in (TABLE_WHITELIST, TABLE_INCLUDE, TABLE_BLACKLIST, TABLE_EXCLUDE) if config.get(k)]
+        if lists:
+            problems.append(ConfigProblem(QUERY, config.get(QUERY), f"cannot be combined with {', '.join(lists)}: "
+                                          "give either a query or tables"))
+    lookback = config.get(LOOKBACK_MS)
+    if isinstance(lookback, int) and lookback > 0 and mode in (MODE_BULK, MODE_INCREMENTING):
+        problems.append(ConfigProblem(LOOKBACK_MS, lookback, f"needs a timestamp mode (timestamp or "
+                                      f"timestamp+incrementing), not mode {mode}"))
     if (config.get(TABLE_WHITELIST) or config.get(TABLE_INCLUDE)) and (
             config.get(TABLE_BLACKLIST) or config.get(TABLE_EXCLUDE)):
         problems.append(ConfigProblem(TABLE_BLACKLIST, config.get(TABLE_BLACKLIST) or config.get(TABLE_EXCLUDE),
@@ -201,4 +232,5 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     if initial is not None and isinstance(initial, int) and initial < 0 and initial != TIMESTAMP_INITIAL_CURRENT:
         problems.append(ConfigProblem(TIMESTAMP_INITIAL, initial,
                                       "must be epoch milliseconds (>= 0) or -1 for the database's current time"))
+    problems += splits.config_problems(config)
     return problems

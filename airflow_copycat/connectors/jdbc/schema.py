@@ -13,7 +13,8 @@ NUMERIC / DECIMAL (p, s)                      Decimal(s) -- or per ``numeric.map
 REAL / FLOAT(<=24)                            FLOAT32
 DOUBLE / FLOAT                                FLOAT64
 DATE / TIME                                   Date / Time (ms of the day)
-TIMESTAMP [WITH TIME ZONE], DATETIME          Timestamp (UTC; naive values are in ``db.timezone``)
+TIMESTAMP [WITH TIME ZONE], DATETIME          Timestamp (UTC; naive values are in ``db.timezone``,
+                                              except MySQL TIMESTAMP: UTC, see :func:`naive_zone`)
 CHAR / VARCHAR / TEXT / JSON / UUID / ENUM    STRING (JSON written as compact JSON text)
 BINARY / VARBINARY / BLOB / BYTEA             BYTES
 anything else                                 STRING (its ``str()``)
@@ -33,6 +34,7 @@ from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import types as sat
+from sqlalchemy.dialects import mysql
 
 from airflow_copycat.connect import Schema, SchemaBuilder
 from airflow_copycat.connect.data import Date, Decimal, Time, Timestamp, Type
@@ -158,6 +160,16 @@ def _bytes(v):
     return None if v is None else bytes(v)
 
 
+def naive_zone(coltype: sat.TypeEngine, db_zone: ZoneInfo) -> ZoneInfo:
+    """The zone of a timestamp column's naive values: UTC for MySQL/MariaDB ``TIMESTAMP`` (stored in
+    UTC and returned in the session's time zone, which the connector sets to UTC on connect),
+    ``db.timezone`` for every other column without a time zone (``DATETIME``, PostgreSQL
+    ``timestamp``, SQLite text). Columns with a time zone (``timestamptz``) give aware values."""
+    if isinstance(coltype, mysql.TIMESTAMP):
+        return ZoneInfo("UTC")
+    return db_zone
+
+
 def map_column(name: str, coltype: sat.TypeEngine, nullable: bool, numeric_mapping: str,
                db_zone: ZoneInfo) -> ColumnMapping:
     """The Connect schema of a column and the function turning its driver values into Connect values."""
@@ -190,7 +202,7 @@ def map_column(name: str, coltype: sat.TypeEngine, nullable: bool, numeric_mappi
         return ColumnMapping(name, b.build(), _decimal(scale))
     if isinstance(coltype, sat.DateTime) or tname in ("TIMESTAMP", "DATETIME"):
         b = Timestamp.builder()
-        return ColumnMapping(name, (b.optional() if opt else b).build(), _to_utc(db_zone))
+        return ColumnMapping(name, (b.optional() if opt else b).build(), _to_utc(naive_zone(coltype, db_zone)))
     if isinstance(coltype, sat.Date):
         b = Date.builder()
         return ColumnMapping(name, (b.optional() if opt else b).build(), _date)

@@ -6,10 +6,20 @@ through SQLAlchemy (psycopg for PostgreSQL, pymysql for MySQL/MariaDB, sqlite3).
 * **Partitions**: one per table, as Confluent's offset protocol 1:
   ``{"protocol": "1", "table": "<fqn>"}`` where ``<fqn>`` is ``db.schema.table``
   on PostgreSQL, ``db.table`` on MySQL/MariaDB and ``table`` on SQLite (the
-  unquoted catalog/schema/table Confluent's ``TableId`` gives).
+  unquoted catalog/schema/table Confluent's ``TableId`` gives). With
+  ``copycat.split.count=n`` a table is read as ``n`` key ranges instead, each its own
+  partition ``{"protocol": "1", "table": "<fqn>", "split": "k/n", "column": "<col>"}``
+  with its own offset (see :mod:`.splits`); ``task_configs`` balances partitions over
+  tasks by estimated rows, sticky on re-plans. In custom query mode (``query``) there is
+  one partition, Confluent's ``{"query": "query"}``, read by one task, and its records go
+  to the topic named ``topic.prefix`` exactly.
 * **Offsets**: ``{"incrementing": n}``, ``{"timestamp": ms, "timestamp_nanos": ns}``
   (epoch milliseconds, UTC, and the nanoseconds within the second), or both;
-  bulk mode commits ``{}`` (every run reads the whole table).
+  bulk mode commits ``{}`` (every run reads the whole table). With
+  ``copycat.lookback.ms`` the offset also carries ``"lookback"``: the short hashes of the
+  rows emitted within the look-back span, by epoch ms (and, right after the look-back was
+  switched on, ``"lookback_from"``), see :mod:`.lookback`. A windowed run's offsets have
+  the same shape and live in the window's own namespace (the framework's business).
 * **Queries** (identifiers quoted by SQLAlchemy, values bound: table and column
   names cannot inject SQL), each limited to ``batch.max.rows``:
 
@@ -28,8 +38,26 @@ through SQLAlchemy (psycopg for PostgreSQL, pymysql for MySQL/MariaDB, sqlite3).
   given; rows where it is NULL are **never read** in timestamp modes.
   ``:upper`` is the database's clock at task start minus
   ``timestamp.delay.interval.ms``, so a transaction that commits late with an
-  older timestamp is still read if it commits within the delay. Naive timestamp
-  columns are in ``db.timezone``; offsets are UTC.
+  older timestamp is still read if it commits within the delay.
+* **Look-back** (``copycat.lookback.ms`` = L, timestamp modes): the first batch of a run
+  starts at ``ts >= :t - L`` instead of after the offset, and rows whose identity
+  (timestamp + primary key, else incrementing value, else all values) the offset holds
+  are skipped; a late row with an older timestamp is emitted, the offset's timestamp stays.
+  More than ``copycat.lookback.max.rows`` identities within the span fail the task.
+* **Custom query** (``query``): ``SELECT * FROM (<query>) copycat_q WHERE <the above>``
+  -- the query is never edited, so its own WHERE/JOIN work; its columns are typed by
+  reflecting it as a temporary view/table (see :mod:`.query`); records have no key;
+  ``validate.non.null`` is not checked (as Confluent).
+* **Windows** (backfills, ``copycat.window.start``/``.end``; timestamp modes only, see
+  :meth:`JdbcSourceConnector.window_support`): ``ts >= :start AND ts < min(:end, :upper)``,
+  after the window's own committed offset when it has one; ``timestamp.initial`` is ignored.
+* **Time zones**: offsets and Timestamp values are UTC. Columns with a time zone
+  (``timestamptz``) are converted; naive columns (``DATETIME``, PostgreSQL ``timestamp``,
+  SQLite text) are read and compared in ``db.timezone``; MySQL/MariaDB ``TIMESTAMP``
+  columns are UTC because every connector session runs ``SET time_zone = '+00:00'``.
+  Several timestamp columns are compared with the first one's zone.
+* **Columns dropped or renamed** between runs: a task fails at start naming the table and
+  the incrementing/timestamp column it no longer finds (other columns just change the schema).
 * **Keys**: a Struct of the primary-key columns (``None`` without a primary key);
   values: a Struct named after the table with every column (see :mod:`.schema`).
 * **Bounded runs**: ``poll`` returns up to ``batch.max.rows`` records, visiting
@@ -41,11 +69,12 @@ is at-least-once (rows sharing a timestamp may repeat after a crash); bulk mode
 re-reads everything each run. Incrementing mode misses rows committed late with a
 lower id and never sees updates (as Confluent's); use timestamp+incrementing.
 
-Not supported yet: custom ``query`` mode, an Airflow connection id instead of a URL.
+An Airflow connection id (``airflow.conn.id``) is resolved by the Airflow layer, not here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import re
@@ -55,17 +84,22 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from airflow_copycat.connect import ConfigProblem, ConnectException, SourceConnector, SourceRecord, SourceTask, Struct
+from airflow_copycat.connect import (ConfigProblem, ConnectException, RetriableException, SourceConnector,
+                                     SourceRecord, SourceTask, Struct)
 from airflow_copycat.connect.assignment import canonical
 from airflow_copycat.connect.config import Password
-from airflow_copycat.connect.connector import TASK_PARTITIONS_KEY, task_partitions
+from airflow_copycat.connect.connector import TASK_PARTITIONS_KEY, task_partitions, window_bounds
 
 from . import config as c
-from .schema import ColumnMapping, map_column, struct_schema
+from . import splits
+from . import lookback as lb
+from . import query as q
+from .schema import ColumnMapping, map_column, naive_zone, struct_schema
 
 log = logging.getLogger(__name__)
 
 PROTOCOL = "1"
+QUERY_NAME_KEY = QUERY_NAME_VALUE = "query"  # Confluent: a query's partition is {"query": "query"}
 INCREMENTING_FIELD = "incrementing"
 TIMESTAMP_FIELD = "timestamp"
 TIMESTAMP_NANOS_FIELD = "timestamp_nanos"
@@ -83,7 +117,21 @@ def _secret(v: Any) -> str | None:
 def create_engine(values: dict[str, Any]) -> sa.Engine:
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
-    return sa.create_engine(url, pool_pre_ping=True)
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name in ("mysql", "mariadb"):
+        sa.event.listen(engine, "connect", _utc_session)
+    return engine
+
+
+def _utc_session(dbapi_connection, _record) -> None:
+    """MySQL/MariaDB: every session of the connector runs in UTC, so TIMESTAMP columns (stored in UTC,
+    returned in the session's zone) come back as UTC whatever the server's (or the URL's
+    ``init_command``) time zone. DATETIME columns are not affected: they are read in ``db.timezone``."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET time_zone = '+00:00'")
+    finally:
+        cursor.close()
 
 
 def _safe_url(engine: sa.Engine) -> str:
@@ -95,9 +143,22 @@ class TableRef:
     schema: str | None
     name: str
     fqn: str
+    split: splits.Split | None = None
+    """Set when this ref is one key range of the table (see :mod:`.splits`)."""
+    query: str | None = None
+    """Set in custom query mode: this ref is the query's result, not a table."""
+
+    @property
+    def label(self) -> str:
+        """How errors name it: ``table <fqn>``, or ``the query (query)``."""
+        return "the query (query)" if self.query is not None else f"table {self.fqn}"
 
     @property
     def partition(self) -> dict:
+        if self.query is not None:
+            return {QUERY_NAME_KEY: QUERY_NAME_VALUE}
+        if self.split is not None:
+            return self.split.partition(self.fqn)
         return {"protocol": PROTOCOL, "table": self.fqn}
 
 
@@ -106,7 +167,10 @@ def _like(pattern: str) -> re.Pattern:
 
 
 def discover(engine: sa.Engine, values: dict[str, Any]) -> list[TableRef]:
-    """The tables (and views, per ``table.types``) the config selects, sorted by fqn."""
+    """The tables (and views, per ``table.types``) the config selects, sorted by fqn; in custom query
+    mode the one ref of the query (topic ``topic.prefix``, partition ``{"query": "query"}``)."""
+    if str(values.get(c.QUERY) or "").strip():
+        return [TableRef(None, "", QUERY_NAME_VALUE, query=str(values[c.QUERY]))]
     insp = sa.inspect(engine)
     dialect = engine.dialect.name
     pattern = values.get(c.SCHEMA_PATTERN)
@@ -208,10 +272,35 @@ class JdbcSourceConnector(SourceConnector):
         self._engine = create_engine(config)
 
     def partitions(self) -> list[dict]:
+        """One partition per table, or per key range of a split table (see :mod:`.splits`)."""
         try:
-            return [t.partition for t in discover(self._engine, self.config)]
+            return [t.partition for t in splits.expand(self._engine, self.config, discover(self._engine, self.config))]
         except sa.exc.SQLAlchemyError as e:
             raise ConnectException(f"cannot list the tables of {_safe_url(self._engine)}: {e}") from e
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        """Partitions balanced over at most ``max_tasks`` tasks by estimated rows, sticky to
+        ``previous_assignment``; split tables' plan-time bounds travel in the task configs
+        (see :func:`.splits.task_configs`)."""
+        try:
+            tables = discover(self._engine, self.config)
+        except sa.exc.SQLAlchemyError as e:
+            raise ConnectException(f"cannot list the tables of {_safe_url(self._engine)}: {e}") from e
+        if tables and tables[0].query is not None:  # custom query mode: one partition, one task
+            return super().task_configs(max_tasks)
+        return splits.task_configs(self._engine, self.config, tables, max_tasks, self.previous_assignment)
+
+    def window_support(self, config: dict[str, Any]) -> str | None:
+        """``None`` (can run a window) in timestamp and timestamp+incrementing modes, on tables or a query:
+        a task given ``copycat.window.start``/``.end`` reads the rows with start <= ts <
+        min(end, database clock - timestamp.delay.interval.ms), after the window's own committed
+        offset when it has one, else from start inclusive (``timestamp.initial`` does not apply).
+        Otherwise the reason: bulk and incrementing modes have no timestamp to select a window's rows."""
+        mode = str(config.get(c.MODE))
+        if mode in (c.MODE_TIMESTAMP, c.MODE_TIMESTAMP_INCREMENTING):
+            return None
+        return (f"mode {mode} has no timestamp column to select a window's rows: a backfill (windowed run) of "
+                f"the JDBC source needs mode timestamp or timestamp+incrementing")
 
     def stop(self) -> None:
         engine = getattr(self, "_engine", None)
@@ -227,15 +316,18 @@ class TableReader:
     """Reads one table batch by batch from its committed offset up to the run's bound."""
 
     def __init__(self, engine: sa.Engine, ref: TableRef, values: dict[str, Any], committed: dict | None,
-                 now: dt.datetime):
+                 now: dt.datetime, window: tuple[dt.datetime, dt.datetime] | None = None):
         self.engine, self.ref, self.partition = engine, ref, ref.partition
         self.mode = values[c.MODE]
         self.topic = f"{values[c.TOPIC_PREFIX]}{ref.name}"
         self.zone = ZoneInfo(values[c.DB_TIMEZONE])
-        try:
-            self.table = sa.Table(ref.name, sa.MetaData(), schema=ref.schema, autoload_with=engine)
-        except sa.exc.NoSuchTableError:
-            raise ConnectException(f"table {ref.fqn} no longer exists") from None
+        if ref.query is not None:  # the query as a derived table, typed by reflection (see :mod:`.query`)
+            self.table = q.derived_table(ref.query, q.reflect_columns(engine, ref.query))
+        else:
+            try:
+                self.table = sa.Table(ref.name, sa.MetaData(), schema=ref.schema, autoload_with=engine)
+            except sa.exc.NoSuchTableError:
+                raise ConnectException(f"table {ref.fqn} no longer exists") from None
         cols = {col.name: col for col in self.table.columns}
         self.mappings = [map_column(col.name, col.type, col.nullable, values[c.NUMERIC_MAPPING], self.zone)
                          for col in self.table.columns]
@@ -255,8 +347,9 @@ class TableReader:
         for key, name in wanted:
             if name not in cols:
                 raise ConnectException(
-                    f"table {ref.fqn}: column {name!r} ({key}) does not exist; its columns are {sorted(cols)}")
-            if values[c.VALIDATE_NON_NULL] and cols[name].nullable:
+                    f"{ref.label}: column {name!r} ({key}) does not exist (dropped or renamed?); its columns are "
+                    f"{sorted(cols)}")
+            if values[c.VALIDATE_NON_NULL] and cols[name].nullable and ref.query is None:  # as Confluent: tables only
                 raise ConnectException(
                     f"table {ref.fqn}: column {name!r} ({key}) is nullable; make it NOT NULL or set "
                     f"{c.VALIDATE_NON_NULL}=false (rows where it is NULL are then never read)")
@@ -267,23 +360,81 @@ class TableReader:
             self.ts_expr = self.ts_cols[0] if len(self.ts_cols) == 1 else \
                 sa.func.coalesce(*self.ts_cols, type_=self.ts_cols[0].type)
             self.ts_aware = bool(getattr(self.ts_cols[0].type, "timezone", False))
+            self.ts_zone = naive_zone(self.ts_cols[0].type, self.zone)
             self.ts_indexes = [list(cols).index(n) for n in ts]
             self.upper = now - dt.timedelta(milliseconds=values[c.TIMESTAMP_DELAY_MS])
+        # a window (backfill run): start <= ts < min(end, upper), and timestamp.initial does not apply
+        self.lower = window[0] if window else None
+        if window and self.ts_cols is not None:
+            self.upper = min(self.upper, window[1])
         committed = committed or {}
         self.last_inc = committed.get(INCREMENTING_FIELD)
         self.last_ts = ts_from_offset(committed)
         initial = values.get(c.TIMESTAMP_INITIAL)
-        if self.last_ts is None and self.ts_cols is not None and initial is not None:
+        if self.last_ts is None and self.ts_cols is not None and initial is not None and not window:
             self.last_ts = now if initial == c.TIMESTAMP_INITIAL_CURRENT else ts_from_offset({TIMESTAMP_FIELD: initial})
+        self._init_scan(values, committed)
         self.done = False
-        self._bulk = None
+        self._bulk = self._interrupted = None
+        # a split reads only its key range, and every offset it commits carries the split's bounds
+        self.split_where = ref.split.conditions(self.table, ref.fqn) if ref.split else []
+        self.split_offset = ref.split.offset_fields(self.mode) if ref.split else {}
+
+    def _select(self):
+        """SELECT of every column, limited to this reader's key range when it reads a split."""
+        return sa.select(*self.table.columns).where(*self.split_where)
+
+    def _init_scan(self, values: dict[str, Any], committed: dict) -> None:
+        """Where this run's scan starts: after ``scan_ts``/``scan_inc`` (the committed offset), or, with
+        ``copycat.lookback.ms``, at ``reread_from`` (the offset's timestamp minus the look-back, inclusive,
+        but never before the position the look-back was switched on at); and the identities of the rows
+        emitted within the look-back span (``seen``, see :mod:`.lookback`)."""
+        self.scan_ts, self.scan_inc, self.reread_from, self.seen = self.last_ts, self.last_inc, None, None
+        span = int(values.get(c.LOOKBACK_MS) or 0)
+        if not span or self.ts_cols is None:
+            return
+        names = list(self.table.columns.keys())
+        pk = [col.name for col in self.table.primary_key.columns]
+        self.id_indexes = [names.index(n) for n in pk] or (
+            [names.index(self.inc.name)] if self.inc is not None else list(range(len(names))))
+        mark = None
+        if self.last_ts is not None:
+            o = ts_offset(self.last_ts)
+            mark = [o[TIMESTAMP_FIELD], o[TIMESTAMP_NANOS_FIELD], self.last_inc]
+        self.seen = lb.SeenRows.from_offset(committed, span, int(values[c.LOOKBACK_MAX_ROWS]), self.ref.label, mark)
+        if self.last_ts is not None:
+            reread = self.last_ts - dt.timedelta(milliseconds=span)
+            since = self.seen.since
+            since_ts = ts_from_offset({TIMESTAMP_FIELD: since[0], TIMESTAMP_NANOS_FIELD: since[1]}) if since else None
+            if since_ts is not None and since_ts >= reread:  # identities are complete only after `since`
+                self.scan_ts, self.scan_inc = since_ts, since[2]
+            else:
+                self.scan_ts, self.scan_inc, self.reread_from = None, None, reread
+        self.seen.prune(self._mark_ms())
+
+    def _mark_ms(self) -> int | None:
+        return None if self.last_ts is None else lb.epoch_ms(self.last_ts)
+
+    def _first_time(self, ts: dt.datetime, row) -> bool:
+        """Look-back: whether this row (timestamp + primary key, or incrementing value, or all values) was
+        never emitted; remembers it when so."""
+        ident = lb.identity(ts, [self.mappings[i].convert(row[i]) for i in self.id_indexes])
+        if ident in self.seen:
+            return False
+        self.seen.add(lb.epoch_ms(ts), ident)
+        return True
+
+    def _after_mark(self, ts: dt.datetime, inc: Any) -> bool:
+        if self.last_ts is None or ts > self.last_ts:
+            return True
+        return ts == self.last_ts and (self.last_inc is None or (inc is not None and inc > self.last_inc))
 
     # ---- binding
 
     def _bind_ts(self, t: dt.datetime) -> dt.datetime:
         if self.ts_aware:
             return t
-        return t.astimezone(self.zone).replace(tzinfo=None)
+        return t.astimezone(self.ts_zone).replace(tzinfo=None)
 
     def _row_ts(self, row) -> dt.datetime | None:
         for i in self.ts_indexes:
@@ -298,6 +449,8 @@ class TableReader:
             out.update(ts_offset(ts))
         if self.inc is not None and inc is not None:
             out[INCREMENTING_FIELD] = int(inc)
+        if self.seen is not None:
+            out.update(self.seen.offset_fields())
         return out
 
     def _fetch(self, stmt) -> list:
@@ -305,28 +458,36 @@ class TableReader:
             with self.engine.connect() as conn:
                 return list(conn.execute(stmt))
         except sa.exc.SQLAlchemyError as e:
+            if isinstance(e, sa.exc.DBAPIError) and e.connection_invalidated:  # nothing was read: safe to retry
+                raise RetriableException(f"table {self.ref.fqn}: the database connection was lost: {e}") from e
             raise ConnectException(f"table {self.ref.fqn}: query failed: {e}") from e
 
     # ---- reading
 
     def read(self, limit: int) -> list[SourceRecord]:
+        if self.seen is not None and self.seen.overflowed is not None:
+            raise self.seen.overflowed  # the failed batch was never handed over: never read past it
         if self.done:
             return []
         if self.mode == c.MODE_BULK:
             return self._read_bulk(limit)
-        stmt = sa.select(*self.table.columns)
+        stmt = self._select()
         if self.mode == c.MODE_INCREMENTING:
             if self.last_inc is not None:
                 stmt = stmt.where(self.inc > self.last_inc)
             stmt = stmt.order_by(self.inc)
         else:
             cond = [self.ts_expr < self._bind_ts(self.upper)]
-            if self.last_ts is not None:
-                t = self._bind_ts(self.last_ts)
-                if self.mode == c.MODE_TIMESTAMP_INCREMENTING and self.last_inc is not None:
-                    cond.append(sa.or_(self.ts_expr > t, sa.and_(self.ts_expr == t, self.inc > self.last_inc)))
+            if self.lower is not None:
+                cond.append(self.ts_expr >= self._bind_ts(self.lower))
+            if self.scan_ts is not None:  # after the last row read (on the first batch: the committed offset)
+                t = self._bind_ts(self.scan_ts)
+                if self.mode == c.MODE_TIMESTAMP_INCREMENTING and self.scan_inc is not None:
+                    cond.append(sa.or_(self.ts_expr > t, sa.and_(self.ts_expr == t, self.inc > self.scan_inc)))
                 else:
                     cond.append(self.ts_expr > t)
+            elif self.reread_from is not None:  # look-back: the first batch re-reads before the committed offset
+                cond.append(self.ts_expr >= self._bind_ts(self.reread_from))
             else:
                 cond.append(self.ts_expr.is_not(None))
             stmt = stmt.where(*cond).order_by(self.ts_expr, *([self.inc] if self.inc is not None else []))
@@ -339,10 +500,19 @@ class TableReader:
         inc_index = list(self.table.columns.keys()).index(self.inc.name)
         for row in rows:
             ts = self._row_ts(row) if self.ts_cols is not None else None
-            self.last_inc = row[inc_index]
-            if ts is not None:
-                self.last_ts = ts
-            records.append(self._record(row, self._offset(ts, row[inc_index])))
+            inc = row[inc_index]
+            if ts is None:  # incrementing mode
+                self.last_inc = inc
+                records.append(self._record(row, self._offset(None, inc)))
+                continue
+            self.scan_ts, self.scan_inc = ts, inc
+            if self.seen is not None and not self._first_time(ts, row):
+                continue  # re-read by the look-back, emitted before
+            if self._after_mark(ts, inc):  # a late row found by the look-back leaves the mark where it is
+                self.last_ts, self.last_inc = ts, inc
+            if self.seen is not None:
+                self.seen.prune(self._mark_ms())
+            records.append(self._record(row, self._offset(self.last_ts, self.last_inc)))
         return records
 
     def _timestamp_groups(self, rows: list, limit: int, stmt) -> list[SourceRecord]:
@@ -352,31 +522,49 @@ class TableReader:
             kept = [(t, r) for t, r in stamped if t != last]
             if not kept:  # the whole batch shares one timestamp: read all of its rows now
                 t = self._bind_ts(last)
-                more = self._fetch(sa.select(*self.table.columns).where(self.ts_expr == t))
+                more = self._fetch(self._select().where(self.ts_expr == t))
                 kept = [(last, r) for r in more]
             stamped = kept
         records = []
         before = self._offset(self.last_ts, None)
         for k, (t, row) in enumerate(stamped):
             group_ends = k + 1 == len(stamped) or stamped[k + 1][0] != t
+            if self.seen is not None:  # look-back: each record's offset carries every identity emitted so far
+                fresh = self._first_time(t, row)
+                if group_ends and self._after_mark(t, None):
+                    self.last_ts = t
+                self.seen.prune(self._mark_ms())
+                if fresh:
+                    records.append(self._record(row, self._offset(self.last_ts, None)))
+                continue
             if group_ends:
                 before = self._offset(t, None)
             records.append(self._record(row, dict(before)))
         if stamped:
-            self.last_ts = stamped[-1][0]
+            self.scan_ts = stamped[-1][0]
+            if self.seen is None:
+                self.last_ts = stamped[-1][0]
         return records
 
     def _read_bulk(self, limit: int) -> list[SourceRecord]:
+        if self._interrupted is not None:
+            raise self._interrupted
         if self._bulk is None:
             order = list(self.table.primary_key.columns)
-            stmt = sa.select(*self.table.columns).order_by(*order)
+            stmt = self._select().order_by(*order)
             try:
                 self._conn = self.engine.connect()
                 self._bulk = self._conn.execution_options(stream_results=True).execute(stmt)
             except sa.exc.SQLAlchemyError as e:
                 self.close()
                 raise ConnectException(f"table {self.ref.fqn}: query failed: {e}") from e
-        rows = self._bulk.fetchmany(limit)
+        try:
+            rows = self._bulk.fetchmany(limit)
+        except sa.exc.SQLAlchemyError as e:  # not retriable: restarting would repeat rows, resuming is no snapshot
+            self.close()
+            self._interrupted = ConnectException(f"table {self.ref.fqn}: the bulk snapshot was interrupted (the "
+                                                 f"next run reads the whole table again): {e}")
+            raise self._interrupted from e
         if len(rows) < limit:
             self.done = True
             self.close()
@@ -389,7 +577,8 @@ class TableReader:
             key = Struct(self.key_schema, {m.name: value.get(m.name) for m in self.key_mappings})
         return SourceRecord(topic=self.topic, kafka_partition=None, key_schema=self.key_schema, key=key,
                             value_schema=self.value_schema, value=value,
-                            source_partition=self.partition, source_offset=offset)
+                            source_partition=self.partition,
+                            source_offset=dict(offset, **self.split_offset) if self.split_offset else offset)
 
     def close(self) -> None:
         bulk, conn = self._bulk, getattr(self, "_conn", None)
@@ -408,18 +597,27 @@ class JdbcSourceTask(SourceTask):
         self.batch = values[c.BATCH_MAX_ROWS]
         self._engine = create_engine(values)
         log.info("JDBC source task reading %s in mode %s", _safe_url(self._engine), values[c.MODE])
+        try:
+            window = window_bounds(config)
+        except ValueError as e:
+            raise ConnectException(f"bad window: {e}") from None
+        if window is not None and values[c.MODE] not in (c.MODE_TIMESTAMP, c.MODE_TIMESTAMP_INCREMENTING):
+            raise ConnectException(JdbcSourceConnector().window_support(values))
         tables = discover(self._engine, values)
-        if TASK_PARTITIONS_KEY in config:
+        if TASK_PARTITIONS_KEY in config and not (tables and tables[0].query is not None):
             wanted = [canonical(p) for p in task_partitions(config)]
-            by_key = {canonical(t.partition): t for t in tables}
+            by_fqn = {t.fqn: t for t in tables}
+            by_key = {canonical(p): dataclasses.replace(by_fqn[fqn], split=split)
+                      for p in task_partitions(config) for fqn, split in [splits.parse_partition(p)] if fqn in by_fqn}
             missing = [k for k in wanted if k not in by_key]
             if missing:
                 raise ConnectException(f"table(s) {missing} no longer exist in {_safe_url(self._engine)}")
             tables = [by_key[k] for k in wanted]
+        tables = splits.resolve(tables, config, self.context.offset_storage_reader)  # split bounds: committed or planned
         committed = self.context.offset_storage_reader.offsets([t.partition for t in tables]) if tables else {}
         with self._engine.connect() as conn:
             now = db_now(conn)
-        self._readers = [TableReader(self._engine, t, values, committed.get(canonical(t.partition)), now)
+        self._readers = [TableReader(self._engine, t, values, committed.get(canonical(t.partition)), now, window)
                          for t in tables]
         self._next = 0
 
@@ -430,7 +628,12 @@ class JdbcSourceTask(SourceTask):
         records: list[SourceRecord] = []
         for k in range(len(readers)):
             reader = readers[(self._next + k) % len(readers)]
-            records += reader.read(self.batch - len(records))
+            try:
+                records += reader.read(self.batch - len(records))
+            except ConnectException:
+                if records:  # hand over what other tables gave; this reader fails again on the next poll
+                    break
+                raise
             if len(records) >= self.batch:
                 break
         self._next += 1
