@@ -11,14 +11,16 @@ idempotently: a rerun finds the day's files up to date and copies nothing.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from airflow_copycat import copy_task_group
 
 # [START howto_copycat_distcp_backfill]
 with DAG(
     dag_id="copycat_distcp_backfill",
-    schedule="@daily",
+    # CronDataIntervalTimetable: each run covers [day, next day). A plain "@daily" schedules points in
+    # time in Airflow 3 (data_interval_start == data_interval_end), so a run would copy no day at all.
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

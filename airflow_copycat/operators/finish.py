@@ -8,6 +8,9 @@ from typing import Any
 from airflow.exceptions import AirflowException
 from airflow.sdk import Asset, AssetAlias, BaseOperator, TriggerRule
 
+from ..hooks.kafka import CopycatKafkaHook
+from ..runtime import windows
+from ..runtime.offsets import offset_store
 from ..runtime.result import summarize
 
 
@@ -20,8 +23,12 @@ class CopycatFinishOperator(BaseOperator):
     """Aggregates the results of a run's task groups and records them.
 
     Returns (XCom) the run summary of :func:`airflow_copycat.runtime.result.summarize`:
-    per partition the offsets before and after, records and bytes; per topic the
-    record counts. Emits one Airflow Asset event per destination that received
+    per partition (table, file, topic-partition) the offsets before and after, records and
+    bytes; per topic the record counts; the plan id and, for a windowed (backfill) run, the
+    window. After a windowed run succeeded, its window's offsets are deleted from the offset
+    store (tombstones; ``window.offsets_deleted`` in the summary says how many): only retries
+    of the same plan read them, and there are none left (see
+    :func:`airflow_copycat.runtime.windows.finished`). Emits one Airflow Asset event per destination that received
     records -- ``kafka://<bootstrap>/<topic>`` for sources, the connector's
     ``asset_uris`` for sinks -- through the alias ``copycat/<connector>``, with
     the counts and offset ranges as the event's extra, so DAGs scheduled on those
@@ -35,18 +42,24 @@ class CopycatFinishOperator(BaseOperator):
     :param plan_task_id: the plan task (its XCom key ``plan``).
     :param run_task_id: the (mapped) run task whose return values are the group results.
     :param connector: the connector name (for the outlet alias).
+    :param kafka_conn_id: Kafka connection whose offset store holds a windowed run's offsets.
+    :param worker_config: extra worker properties (the plan operator's). (templated)
     """
 
-    template_fields: Sequence[str] = ()
+    template_fields: Sequence[str] = ("worker_config",)
     ui_color = "#d8f0d8"
 
-    def __init__(self, *, plan_task_id: str, run_task_id: str, connector: str, **kwargs) -> None:
+    def __init__(self, *, plan_task_id: str, run_task_id: str, connector: str,
+                 kafka_conn_id: str = CopycatKafkaHook.default_conn_name,
+                 worker_config: dict[str, Any] | None = None, **kwargs) -> None:
         kwargs.setdefault("outlets", [asset_alias(connector)])
         kwargs.setdefault("trigger_rule", TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
         super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
         self.run_task_id = run_task_id
         self.connector = connector
+        self.kafka_conn_id = kafka_conn_id
+        self.worker_config = worker_config
 
     def execute(self, context) -> dict[str, Any]:
         ti = context["ti"]
@@ -63,10 +76,24 @@ class CopycatFinishOperator(BaseOperator):
                       summary["dead_lettered"], summary["filtered"], summary["retries"])
         for p in summary["partitions"]:
             self.log.info("  %s: %s -> %s (%s records)", p["partition"], p["offset_before"], p["offset_after"], p["records"])
-        if summary["failures"]:
+        if summary["failures"]:  # a failed window keeps its offsets: a retry of the run task resumes from them
             raise AirflowException("copycat run failed:\n" + "\n".join(summary["failures"]))
+        if plan.get("window"):
+            summary["window"] = dict(plan["window"], offsets_deleted=self._forget_window(plan))
         self._emit_assets(context, plan, summary)
         return summary
+
+    def _forget_window(self, plan: dict) -> int:
+        """Tombstone the finished window's offsets; how many partitions' offsets were deleted."""
+        window = plan["window"]
+        store = offset_store(CopycatKafkaHook(self.kafka_conn_id).worker_config(self.worker_config))
+        try:
+            deleted = windows.finished(store, plan)
+        finally:
+            store.close()
+        self.log.info("Window [%s, %s) done: deleted its offsets (%d partition(s)) under %s",
+                      window["start"], window["end"], len(deleted), window["offsets_namespace"])
+        return len(deleted)
 
     def _emit_assets(self, context, plan: dict, summary: dict) -> None:
         alias = asset_alias(self.connector)
@@ -85,6 +112,8 @@ def destinations(plan: dict, summary: dict) -> dict[str, dict]:
         for topic, n in summary["topics"].items():
             if n:
                 out[f"kafka://{bootstrap}/{topic}"] = {"connector": plan["connector"], "records": n}
+                if plan.get("window"):  # a backfill: which interval these records are
+                    out[f"kafka://{bootstrap}/{topic}"]["window"] = {k: plan["window"][k] for k in ("start", "end")}
         return out
     from ..runtime import plugins
 

@@ -13,6 +13,8 @@ try:
 except ImportError:  # Airflow < 3.1
     from airflow.exceptions import AirflowFailException
 
+from ..connect.config import ConfigProblem
+from ..connect.connector import WINDOW_END_KEY, WINDOW_START_KEY
 from ..connect.errors import ConfigException
 from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
@@ -30,15 +32,34 @@ class CopycatPlanOperator(BaseOperator):
     without retries, listing every problem; nothing is submitted to Spark.
     Re-planning is sticky: the previous run's plan keeps partitions on their tasks.
 
+    **Windowed runs.** Per DAG run this operator decides whether the run is *live* (an
+    incremental run from the connector's committed offsets, which it moves) or *windowed*
+    (copies only the data whose event time lies in the run's data interval
+    ``[data_interval_start, data_interval_end)``, keeping the window's own offsets and never
+    reading or moving the live ones; see :mod:`airflow_copycat.runtime.windows`). ``window``
+    says when:
+
+    * ``"backfill"`` (default): backfill runs (``dag_run.run_type == "backfill"``: the UI's
+      backfill dialog, ``airflow backfill create``, ``POST /api/v2/backfills``) are windowed;
+      scheduled, manual and asset-triggered runs are live;
+    * ``"always"``: every run is windowed (e.g. a DAG that re-imports each interval);
+    * ``"never"``: every run is live, backfill runs too.
+
+    A windowed run of a connector that cannot run windows (``window_support()``), of a sink,
+    or of a run without a data interval (``schedule=None``, or a timetable whose runs are
+    points in time) fails here, saying why; nothing is submitted. Window keys written in the
+    connector config itself (``copycat.window.start`` / ``.end``, e.g. templated) always win.
+
     :param connector_config: the connector config: a dict, Kafka Connect's
         ``{"name": ..., "config": {...}}``, or a path to a JSON/YAML/.properties file. (templated)
     :param kafka_conn_id: Kafka connection (its extra is the client/worker config).
     :param worker_config: extra worker properties overriding the connection's. (templated)
     :param max_tasks: overrides ``tasks.max``. (templated)
     :param max_groups: overrides ``copycat.groups.max``. (templated)
+    :param window: which runs are windowed: ``"backfill"`` (default), ``"always"`` or ``"never"``. (templated)
     """
 
-    template_fields: Sequence[str] = ("connector_config", "worker_config", "max_tasks", "max_groups")
+    template_fields: Sequence[str] = ("connector_config", "worker_config", "max_tasks", "max_groups", "window")
     template_fields_renderers = {"connector_config": "json", "worker_config": "json"}
     ui_color = "#d8e8f8"
 
@@ -50,9 +71,13 @@ class CopycatPlanOperator(BaseOperator):
         worker_config: dict[str, Any] | None = None,
         max_tasks: int | None = None,
         max_groups: int | None = None,
+        window: str = "backfill",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if window not in WINDOW_MODES and "{{" not in str(window):
+            raise ValueError(f"window={window!r}: must be one of {', '.join(WINDOW_MODES)}")
+        self.window = window
         self.connector_config = connector_config
         self.kafka_conn_id = kafka_conn_id
         self.worker_config = worker_config
@@ -75,6 +100,7 @@ class CopycatPlanOperator(BaseOperator):
         previous = ti.xcom_pull(task_ids=self.task_id, key="plan", include_prior_dates=True, map_indexes=-1)
         worker = self.hook.worker_config(self.worker_config)
         try:
+            raw = windowed(raw, self.window, context)
             plan = make_plan(
                 raw,
                 worker,
@@ -89,10 +115,43 @@ class CopycatPlanOperator(BaseOperator):
             "Planned %s connector %s: %d partition(s), %d task(s) in %d group(s)",
             plan["kind"], plan["connector"], len(plan["partitions"]), tasks, len(plan["groups"]),
         )
+        if plan.get("window"):
+            w = plan["window"]
+            self.log.info("Windowed run over [%s, %s): offsets kept under %s; the live offsets are not touched",
+                          w["start"], w["end"], w["offsets_namespace"])
         for o in plan["offsets"]:
             self.log.info("  offset at plan time: %s -> %s", o["partition"], o["offset"])
         ti.xcom_push(key="plan", value=plan)
         return plan["groups"]
+
+
+WINDOW_MODES = ("backfill", "always", "never")
+
+
+def windowed(raw: dict[str, Any], mode: str, context) -> dict[str, Any]:
+    """``raw`` with the window keys of this DAG run's data interval when ``mode`` makes the run
+    windowed (see :class:`CopycatPlanOperator`), else ``raw`` unchanged. Raises
+    :class:`ConfigException` when it should be windowed but the run has no data interval."""
+    if mode not in WINDOW_MODES:
+        raise ConfigException([ConfigProblem("window", mode, f"must be one of {', '.join(WINDOW_MODES)}")])
+    if raw.get(WINDOW_START_KEY) or raw.get(WINDOW_END_KEY):
+        return raw  # the config names its window itself
+    run_type = getattr(context["dag_run"], "run_type", None)
+    run_type = str(getattr(run_type, "value", run_type) or "")  # a str enum: its value is "backfill"
+    if mode == "never" or (mode == "backfill" and run_type != "backfill"):
+        return raw
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    why = f"a {run_type or 'DAG'} run with window={mode!r} copies its data interval"
+    if start is None or end is None:
+        raise ConfigException([ConfigProblem(WINDOW_START_KEY, None, f"{why}, but this run has none "
+                                             "(a DAG with schedule=None has no data intervals)")])
+    if end <= start:
+        raise ConfigException([ConfigProblem(WINDOW_START_KEY, start.isoformat(), f"{why}, but its data interval "
+                                             f"[{start.isoformat()}, {end.isoformat()}) is empty: the DAG's "
+                                             "timetable makes runs at points in time (e.g. a cron schedule string "
+                                             "with CronTriggerTimetable); schedule it with an interval timetable "
+                                             "such as CronDataIntervalTimetable, or set window='never'")])
+    return dict(raw, **{WINDOW_START_KEY: start.isoformat(), WINDOW_END_KEY: end.isoformat()})
 
 
 def _optional_int(value: Any) -> int | None:

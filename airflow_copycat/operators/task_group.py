@@ -25,6 +25,7 @@ def connector_task_group(
     max_groups: int | None = None,
     in_process: bool = False,
     run_kwargs: dict[str, Any] | None = None,
+    window: str = "backfill",
 ) -> TaskGroup:
     """A task group that runs one connector once: ``plan`` -> ``run`` (one mapped task
     instance per task group, each one PySpark application) -> ``finish``.
@@ -35,6 +36,10 @@ def connector_task_group(
     connector's name. ``run_kwargs`` go to every run task instance (``retries``,
     ``pool``, ``execution_timeout``...). Use it inside a ``with DAG(...)`` block;
     the returned group can be chained with ``>>``.
+
+    ``window`` says which DAG runs copy only their data interval, with the window's own
+    offsets, leaving the live offsets alone: ``"backfill"`` (default: backfill runs),
+    ``"always"`` or ``"never"`` (see :class:`CopycatPlanOperator`).
     """
     raw = load_connector_config(connector_config) if not isinstance(connector_config, dict) else connector_config
     flat = load_connector_config(raw)
@@ -42,7 +47,7 @@ def connector_task_group(
     with TaskGroup(group_id=group_id or name) as group:
         plan = CopycatPlanOperator(
             task_id="plan", connector_config=raw, kafka_conn_id=kafka_conn_id,
-            worker_config=worker_config, max_tasks=max_tasks, max_groups=max_groups,
+            worker_config=worker_config, max_tasks=max_tasks, max_groups=max_groups, window=window,
         )
         run = CopycatRunTaskGroupOperator.partial(
             task_id="run", connector_config=raw, kafka_conn_id=kafka_conn_id, worker_config=worker_config,
@@ -50,6 +55,7 @@ def connector_task_group(
         ).expand(group=plan.output)
         finish = CopycatFinishOperator(
             task_id="finish", plan_task_id=plan.task_id, run_task_id=run.task_id, connector=name,
+            kafka_conn_id=kafka_conn_id, worker_config=worker_config,
         )
         plan >> run >> finish
         plan >> finish  # finish also runs when the plan has no groups (the mapped run is skipped)

@@ -18,10 +18,34 @@ import re
 from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty, one_of
+from ..connect.connector import WINDOW_END_KEY, WINDOW_START_KEY, window_bounds
 from ..connect.errors import ConfigException, ConnectException
 from . import plugins
 from .transforms import check_transforms
 from .worker import is_secret_key, load_properties
+
+def _iso_timestamp(key: str, value: Any) -> str | None:
+    """Per-key check of a window bound (both bounds together are checked by :func:`validate`)."""
+    if value in (None, ""):
+        return None
+    try:
+        window_bounds({WINDOW_START_KEY: value, WINDOW_END_KEY: "9999-12-31T23:59:59+00:00"})
+    except ValueError:
+        return "is not an ISO-8601 timestamp (e.g. 2026-11-20T10:00:00+00:00)"
+    return None
+
+
+def _window_problems(raw: Mapping[str, Any], reported: set[str]) -> list[ConfigProblem]:
+    """A window needs both bounds, the end after the start (see :func:`window_bounds`)."""
+    if reported & {WINDOW_START_KEY, WINDOW_END_KEY}:
+        return []
+    try:
+        window_bounds(dict(raw))
+    except ValueError as e:
+        key = WINDOW_END_KEY if str(e).startswith(WINDOW_END_KEY) else WINDOW_START_KEY
+        return [ConfigProblem(key, raw.get(key) or None, str(e).removeprefix(key).lstrip(" =:"))]
+    return []
+
 
 FRAMEWORK_CONFIG = (
     ConfigDef()
@@ -77,6 +101,12 @@ FRAMEWORK_CONFIG = (
             doc="Sources: partitions of a destination topic the framework creates when it is missing.")
     .define("topic.creation.default.replication.factor", ConfigType.INT, -1,
             doc="Sources: replication factor of created topics (-1: the broker's default).")
+    .define(WINDOW_START_KEY, ConfigType.STRING, None, _iso_timestamp,
+            doc="Sources: start (inclusive) of a windowed run, ISO-8601 (UTC when it has no offset). Set by the "
+                "plan operator from a backfill run's data interval; the run copies only the data whose event time "
+                "lies in the window and keeps its own offsets, never moving the live ones.")
+    .define(WINDOW_END_KEY, ConfigType.STRING, None, _iso_timestamp,
+            doc="Sources: end (exclusive) of a windowed run, ISO-8601; must be after copycat.window.start.")
 )
 
 
@@ -123,6 +153,7 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
     """
     values: dict[str, Any] = dict(raw)
     fw_values, problems = FRAMEWORK_CONFIG._parse(raw)
+    problems += _window_problems(raw, {p.key for p in problems})
     values.update({k: v for k, v in fw_values.items() if k in FRAMEWORK_CONFIG.keys})
     cls = None
     if raw.get("connector.class"):

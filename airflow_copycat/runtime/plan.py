@@ -2,12 +2,14 @@
 
 A plan is made where Airflow (or ``copycat plan``) runs, never on executors::
 
-    {"format": "copycat.plan/1", "connector": "logs", "kind": "source",
+    {"format": "copycat.plan/1", "id": "3f9c0a1b2d4e", "connector": "logs", "kind": "source",
      "connector_class": "airflow_copycat.connectors.filestream:FileStreamSourceConnector",
      "created_at": "2026-11-22T01:00:00+00:00",
+     "window": null | {"start": "2026-11-20T10:00:00+00:00", "end": "2026-11-20T11:00:00+00:00",
+                       "offsets_namespace": "logs@window/2026-11-20T10:00:00Z/2026-11-20T11:00:00Z/3f9c0a1b2d4e"},
      "config": {... connector config, secrets "[hidden]" ...},
      "partitions": [{"filename": "/logs/a.log"}, ...]      # or [["topic", 0], ...] for sinks
-     "offsets": [{"partition": ..., "offset": ...}, ...],   # committed at plan time
+     "offsets": [{"partition": ..., "offset": ...}, ...],   # committed at plan time (a window's: its own)
      "groups": [{"group": 0, "connector": "logs", "kind": "source",
                  "tasks": [{"task": 0, "partitions": [...], "config": {...}}]}]}
 
@@ -15,6 +17,14 @@ Task configs in a plan never carry secret values (they read ``[hidden]``); the
 runner puts them back from the connector config it was given
 (:func:`~.connector_config.restore_secrets`). Each group is run by one Spark
 application; each task of a group by one Spark task.
+
+Every plan has an ``id`` (given, or made up), carried in each task config as
+``copycat.plan.id``. A **windowed** plan -- a source connector config holding
+``copycat.window.start`` / ``copycat.window.end`` -- is checked with the connector's
+``window_support()`` (a ConfigException naming ``copycat.window.start`` when it
+cannot), records its window, and reads its ``offsets`` from the window's own
+namespace (:mod:`.windows`): the live offsets are neither read nor touched, and it
+fences no live task.
 """
 
 from __future__ import annotations
@@ -26,10 +36,10 @@ from typing import Any, Mapping
 from confluent_kafka import Consumer, TopicPartition
 
 from ..connect.assignment import assign
-from ..connect.connector import TASK_PARTITIONS_KEY, SinkConnector, task_partitions
+from ..connect.connector import TASK_PARTITIONS_KEY, WINDOW_START_KEY, SinkConnector, task_partitions, window_bounds
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException, ConnectException
-from . import connector_config, plugins, transactions
+from . import connector_config, plugins, transactions, windows
 from .kafka import admin_client, matching_partitions
 from .offsets import OffsetStore, offset_store
 from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
@@ -46,10 +56,13 @@ def make_plan(
     max_groups: int | None = None,
     previous: Mapping[str, Any] | None = None,
     store: OffsetStore | None = None,
+    plan_id: str | None = None,
 ) -> dict[str, Any]:
     """Validate ``raw_config`` (one :class:`ConfigException` listing every problem), then
     plan it. ``max_tasks`` / ``max_groups`` override ``tasks.max`` / ``copycat.groups.max``.
-    ``previous``, a plan made earlier, keeps partitions on the task they had (sticky)."""
+    ``previous``, a plan made earlier, keeps partitions on the task they had (sticky).
+    ``plan_id`` names the plan (default: a new one); a window's offsets are kept per plan id.
+    A config with ``copycat.window.start`` / ``copycat.window.end`` makes a windowed plan."""
     raw = connector_config.load_connector_config(raw_config)
     values, cls = connector_config.parse(raw)
     name = values["name"]
@@ -59,6 +72,13 @@ def make_plan(
         raise ConfigException([ConfigProblem("max_tasks" if tasks_max < 1 else "max_groups",
                                              min(tasks_max, groups_max), "must be at least 1")], context=f"connector {name!r}")
     secrets = connector_config.secret_keys(raw, cls)
+    plan_id = str(plan_id or windows.new_plan_id())
+    window = window_bounds(values) is not None
+    if window and issubclass(cls, SinkConnector):
+        raise ConfigException([ConfigProblem(WINDOW_START_KEY, values.get(WINDOW_START_KEY),
+                                             "sink connectors do not run windows (backfills): a sink copies what its "
+                                             "topics hold past its committed offsets; run it without a window")],
+                              context=f"connector {name!r}")
     _check_clients(values, worker, issubclass(cls, SinkConnector))
     connector = cls()
     if getattr(cls, "reads_kafka", False):
@@ -67,14 +87,20 @@ def make_plan(
     try:
         if not issubclass(cls, SinkConnector):
             problems = transactions.check(connector, values, worker)
+            if window:
+                problems += _window_problems(connector, values)
             if problems:
                 raise ConfigException(problems, context=f"connector {name!r}")
         if issubclass(cls, SinkConnector):
             partitions, task_cfgs, offsets = _plan_sink(connector, values, worker, tasks_max, previous)
         else:
-            partitions, task_cfgs, offsets = _plan_source(connector, values, worker, tasks_max, previous, store)
+            partitions, task_cfgs, offsets = _plan_source(connector, dict(values, **{windows.PLAN_ID_KEY: plan_id}),
+                                                          worker, tasks_max, previous, store)
     finally:
         connector.stop()
+    # every task config carries the plan id and, in a window, the window (whatever task_configs() kept)
+    extra = {windows.PLAN_ID_KEY: plan_id, **windows.window_keys(values)}
+    task_cfgs = [dict(cfg, **extra) for cfg in task_cfgs]
     tasks = [
         {
             "task": i,
@@ -90,10 +116,12 @@ def make_plan(
     ]
     return {
         "format": PLAN_FORMAT,
+        "id": plan_id,
         "connector": name,
         "kind": plugins.connector_kind(cls),
         "connector_class": plugins.class_path(cls),
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "window": windows.describe(dict(values, **{windows.PLAN_ID_KEY: plan_id})),
         "bootstrap_servers": worker.bootstrap_servers,
         "config": connector_config.redact({k: raw[k] for k in sorted(raw)}, secrets),
         "partitions": partitions,
@@ -129,6 +157,15 @@ def _check_clients(values: Mapping[str, Any], worker: WorkerConfig, sink: bool) 
         raise ConfigException(problems, context=f"connector {values.get('name')!r}")
 
 
+def _window_problems(connector, values: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Plan-time problems of running ``connector`` (started with ``values``) over a window."""
+    reason = connector.window_support(dict(values))
+    if reason is None:
+        return []
+    return [ConfigProblem(WINDOW_START_KEY, values.get(WINDOW_START_KEY),
+                          f"this connector cannot run a window (a backfill run): {reason}")]
+
+
 def _previous_assignment(previous: Mapping[str, Any] | None) -> list[list[Any]] | None:
     if not previous:
         return None
@@ -140,13 +177,15 @@ def _plan_source(connector, values, worker, tasks_max, previous, store):
     connector.previous_assignment = _previous_assignment(previous)
     partitions = connector.partitions() or []
     task_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
-    before = len(connector.previous_assignment or [])
+    # only a live plan after a live plan fences: a window's task ids are not the live ones
+    live = windows.window_namespace(values) is None
+    before = len(connector.previous_assignment or []) if live and not (previous or {}).get("window") else 0
     if before > len(task_cfgs) and transactions.exactly_once(values, worker):
         prefix = "producer.override."
         transactions.fence(worker.producer_config({k[len(prefix):]: v for k, v in values.items()
                                                    if k.startswith(prefix)}),
                            worker, values["name"], range(len(task_cfgs), before))
-    committed = (store or offset_store(worker)).read(values["name"])
+    committed = (store or offset_store(worker)).read(windows.offsets_name(values))
     offsets = [{"partition": e["partition"], "offset": e["offset"]} for _, e in sorted(committed.items())]
     return partitions, task_cfgs, offsets
 

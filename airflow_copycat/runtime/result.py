@@ -16,7 +16,18 @@ a transform dropped, ``retries`` retried operations. Exactly-once source tasks a
 
 A group result is ``{"group": 0, "connector": ..., "kind": ..., "tasks": [task results...]}``
 plus totals; :func:`summarize` folds group results into the run summary the
-finish step records in XCom.
+finish step records in XCom::
+
+    {"connector": "shop-orders", "kind": "source", "plan_id": "3f9c0a1b2d4e", "status": "ok",
+     "window": null | {"start": ..., "end": ..., "offsets_namespace": ...},
+     "records": 12, ...totals..., "topics": {"shop-orders": 12},
+     "partitions": [{"partition": {"protocol": "1", "table": "orders"}, "offset_before": {...} | null,
+                     "offset_after": {...}, "records": 12, "bytes": 3456}],
+     "failures": []}
+
+``partitions`` has one entry per source partition (a table, a file) or Kafka
+topic-partition: its offsets before and after the run and what the run copied from it.
+A windowed run's offsets are the window's own (``window.offsets_namespace``).
 """
 
 from __future__ import annotations
@@ -122,6 +133,8 @@ def summarize(plan: dict, group_results: Iterable[dict]) -> dict[str, Any]:
     return {
         "connector": plan["connector"],
         "kind": plan["kind"],
+        "plan_id": plan.get("id"),
+        "window": plan.get("window"),
         "status": "ok" if tasks and all(t["status"] == "ok" for t in tasks) or (not tasks and not plan["groups"]) else "failed",
         "groups": len(groups),
         "tasks": len(tasks),

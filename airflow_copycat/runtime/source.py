@@ -13,6 +13,11 @@ log and dead-letter it). Retriable failures -- reaching Kafka at start, a
 ``poll()`` raising :class:`RetriableException` -- are retried within
 ``errors.retry.timeout``. With exactly-once delivery (:mod:`.transactions`) the
 records and their offsets are committed in one Kafka transaction instead.
+
+A windowed task config (``copycat.window.start`` / ``copycat.window.end``, an Airflow
+backfill run) reads and commits its offsets under the window's namespace
+(:func:`.windows.offsets_name`), never the connector's live offsets, and its
+transactional id is derived from that namespace, so it never fences the live run.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ..connect.dead_letters import encode_source_record, raw_data_headers
 from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
 from . import plugins
-from . import transactions
+from . import transactions, windows
 from .errors import ErrorHandler
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
@@ -96,11 +101,15 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
     txn: transactions.SourceTransaction | None = None
     chain: TransformChain | None = None
     retry = RetryPolicy.from_config(config)
+    final_commit: list = []  # commit(), once the loop is set up: a failed run still commits what Kafka acknowledged
     try:
+        offsets_name = windows.offsets_name(config)  # the live offsets' name, or the window's own
+        if offsets_name != name:
+            log.info("connector %s task %s: windowed run, offsets kept under %s", name, stats.task, offsets_name)
         producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
         if transactions.exactly_once(config, worker):
-            tid = transactions.transactional_id(worker, name, stats.task)
-            txn = transactions.SourceTransaction(producer_cfg, tid, store, name,
+            tid = transactions.transactional_id(worker, offsets_name, stats.task)
+            txn = transactions.SourceTransaction(producer_cfg, tid, store, offsets_name,
                                                  interval_ms=_transaction_interval_ms(config, worker))
             producer = txn.producer
             # before reading offsets: fences earlier attempts and aborts their open transaction
@@ -110,7 +119,8 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             producer = Producer(producer_cfg)
         handler = ErrorHandler(config, stats.task, worker, producer)
         retry.call(handler.prepare, what=f"creating dead-letter topic {handler.dlq_topic}")
-        committed = retry.call(lambda: store.read(name), what=f"reading the offsets of {name} from {store.describe()}")
+        committed = retry.call(lambda: store.read(offsets_name),
+                               what=f"reading the offsets of {offsets_name} from {store.describe()}")
         retry.call(store.prepare_writes, what=f"preparing offset writes to {store.describe()}")
         for partition in task_partitions(config):
             stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
@@ -166,9 +176,11 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {delivery_errors[0]}"
                 raise ConnectException(why + "; offsets were not committed past them")
             if pending:
-                store.write(name, list(pending.values()))
+                store.write(offsets_name, list(pending.values()))
                 pending.clear()
             source_task.commit()
+
+        final_commit.append(commit)
 
         def dead_letter(stage: str, error: Exception, record, class_name: str = "", transform: str = "") -> None:
             """Hand a record that failed on its way in to the error handler (raises unless tolerated)."""
@@ -312,6 +324,15 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
     except Exception as e:
         log.exception("connector %s task %s failed", name, stats.task)
         stats.fail(e)
+        if final_commit and txn is None:
+            # As Kafka Connect's final offset commit: the records Kafka acknowledged before the
+            # failure stay done, so the rerun does not send them again (commit() writes nothing
+            # unless every record produced so far was acknowledged).
+            try:
+                final_commit[0]()
+            except Exception as again:  # noqa: BLE001 -- the run's own error is the one to report
+                log.warning("connector %s task %s: offsets after the failure not committed: %s", name, stats.task,
+                            again)
     finally:
         if source_task is not None:
             try:

@@ -48,7 +48,12 @@ def exactly_once(config: Mapping[str, Any], worker: WorkerConfig) -> bool:
 
 def transactional_id(worker: WorkerConfig, connector: str, task: int) -> str:
     """Kafka Connect's ``<group.id>-<connector>-<task>`` (``group.id`` defaults to ``copycat``): every
-    attempt of the same task gets the same id, which is what fences the earlier ones."""
+    attempt of the same task gets the same id, which is what fences the earlier ones.
+
+    A windowed task passes its window's offset namespace as ``connector``
+    (``<name>@window/<start>/<end>/<plan id>``, see :mod:`.windows`): a backfill then never
+    fences the live run (nor another window or plan), while a retry of the same window task
+    still fences its earlier attempts."""
     return f"{worker.get('group.id') or 'copycat'}-{connector}-{task}"
 
 

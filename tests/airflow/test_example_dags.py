@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,8 @@ def dagbag():
 def test_example_dags_parse_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert {"copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet", "copycat_dlq_replay",
-            "copycat_distcp_sync", "copycat_distcp_backfill"} <= set(dagbag.dag_ids)
+            "copycat_distcp_sync", "copycat_distcp_backfill", "copycat_jdbc_import", "copycat_jdbc_discovery",
+            "copycat_offsets"} <= set(dagbag.dag_ids)
 
 
 @pytest.mark.parametrize("dag_id", ["copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet",
@@ -50,6 +53,19 @@ def test_the_backfill_copy_takes_its_dates_from_the_data_interval(dagbag):
     plan = dagbag.get_dag("copycat_distcp_backfill").get_task("events-daily.plan")
     assert plan.copy_config["date.range.start"] == "{{ data_interval_start }}"
     assert plan.copy_config["date.range.end"] == "{{ data_interval_end }}"
+
+
+@pytest.mark.parametrize("dag_id, length", [("copycat_distcp_backfill", dt.timedelta(days=1)),
+                                             ("copycat_jdbc_import", dt.timedelta(hours=1))])
+def test_backfillable_dags_give_each_run_a_whole_interval(dagbag, dag_id, length):
+    # a backfill run copies its data interval: with a cron *trigger* timetable it would be empty
+    import pendulum
+    from airflow.serialization.encoders import coerce_to_core_timetable
+
+    run_after = pendulum.datetime(2026, 11, 20, 10, 30, tz="UTC")
+    timetable = coerce_to_core_timetable(dagbag.get_dag(dag_id).timetable)  # as the scheduler holds it
+    interval = timetable.infer_manual_data_interval(run_after=run_after)
+    assert interval.end - interval.start == length and interval.end <= run_after
 
 
 def test_the_parquet_dag_is_scheduled_on_the_alias_the_log_source_emits_through(dagbag):
