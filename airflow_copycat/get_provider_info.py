@@ -39,11 +39,18 @@ def get_provider_info() -> dict:
                     "airflow_copycat.operators.run",
                     "airflow_copycat.operators.finish",
                     "airflow_copycat.operators.copy",
+                    "airflow_copycat.operators.offsets",
                 ],
             }
         ],
         "hooks": [
             {"integration-name": "Copycat", "python-modules": ["airflow_copycat.hooks.kafka"]},
+        ],
+        "sensors": [
+            {"integration-name": "Copycat", "python-modules": ["airflow_copycat.sensors.partitions"]},
+        ],
+        "triggers": [
+            {"integration-name": "Copycat", "python-modules": ["airflow_copycat.triggers.partitions"]},
         ],
     }
     if not _kafka_provider_installed():

@@ -5,8 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.exceptions import AirflowException, AirflowFailException
+from airflow.exceptions import AirflowException
 from airflow.sdk import Asset, BaseOperator, TaskGroup, TriggerRule
+
+try:
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # Airflow < 3.1
+    from airflow.exceptions import AirflowFailException
 
 from ..connect.errors import ConfigException
 from ..runtime import copy_job

@@ -17,10 +17,13 @@ from airflow.sdk import DAG, BaseHook, BaseOperator
 from airflow_copycat import __version__
 from airflow_copycat.get_provider_info import get_provider_info
 from airflow_copycat.operators.finish import CopycatFinishOperator
+from airflow_copycat.operators.offsets import CopycatOffsetsOperator
 from airflow_copycat.operators.plan import CopycatPlanOperator
 from airflow_copycat.operators.run import CopycatRunTaskGroupOperator
+from airflow_copycat.sensors.partitions import CopycatPartitionSensor
 
-OPERATORS = (CopycatPlanOperator, CopycatRunTaskGroupOperator, CopycatFinishOperator)
+OPERATORS = (CopycatPlanOperator, CopycatRunTaskGroupOperator, CopycatFinishOperator, CopycatOffsetsOperator,
+             CopycatPartitionSensor)
 
 
 def test_provider_info_validates_against_airflows_schema():
