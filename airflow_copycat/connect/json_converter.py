@@ -1017,11 +1017,16 @@ def _java_float_json(x: float) -> str:
         # around it: the nearest p-digit decimal (what correctly rounded "%.*e" gives) rounds back
         # whenever any p-digit decimal does, and float32 rounding (ties to even) decides the edges
         # as Java does. In this range Java writes plain digits, where one digit is as short as two.
-        for p in range(1, 10):
-            text = "%.*e" % (p - 1, ax)
-            if _f32_bits(float(text)) == bits:
-                mant, exp = text.split("e")
-                return _java_format(x < 0, *_digits(int(mant.replace(".", "")), int(exp) - p + 1))
+        # If p digits round back, p + 1 do (the p-digit decimal is one of them): binary search.
+        lo, hi = 1, 9  # 9 digits always round back
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _f32_bits(float("%.*e" % (mid - 1, ax))) == bits:
+                hi = mid
+            else:
+                lo = mid + 1
+        mant, exp = ("%.*e" % (lo - 1, ax)).split("e")
+        return _java_format(x < 0, *_digits(int(mant.replace(".", "")), int(exp) - lo + 1))
     here = Fraction(ax)
     below = Fraction(_f32(bits - 1)) if bits > 0 else Fraction(0)
     above = Fraction(_f32(bits + 1)) if bits < _F32_MAX_BITS else 2 * here - below

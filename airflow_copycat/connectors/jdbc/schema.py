@@ -173,6 +173,7 @@ def naive_zone(coltype: sat.TypeEngine, db_zone: ZoneInfo) -> ZoneInfo:
 def map_column(name: str, coltype: sat.TypeEngine, nullable: bool, numeric_mapping: str,
                db_zone: ZoneInfo) -> ColumnMapping:
     """The Connect schema of a column and the function turning its driver values into Connect values."""
+    name = str(name)  # a plain str: SQLAlchemy's quoted_name would keep field lookups off their fast paths
     opt = bool(nullable)
     tname = type(coltype).__name__.upper()
     if isinstance(coltype, sat.Boolean) or (tname == "BIT" and getattr(coltype, "length", 1) in (None, 1)) or (

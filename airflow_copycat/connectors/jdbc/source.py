@@ -335,6 +335,7 @@ class TableReader:
         pk = [col.name for col in self.table.primary_key.columns]
         by_name = {m.name: m for m in self.mappings}
         self.key_mappings = [by_name[n] for n in pk]
+        self.key_indexes = [self.mappings.index(m) for m in self.key_mappings]
         self.key_schema = struct_schema(None, [ColumnMapping(m.name, m.schema.copy(optional=False), m.convert)
                                                for m in self.key_mappings]) if pk else None
         inc, ts = c._columns(values)
@@ -571,10 +572,13 @@ class TableReader:
         return [self._record(row, {}) for row in rows]
 
     def _record(self, row, offset: dict) -> SourceRecord:
-        value = Struct(self.value_schema, {m.name: m.convert(v) for m, v in zip(self.mappings, row)})
+        # Trusted: each mapping's convert() yields what its field schema takes (see .schema); the
+        # converters still check every value's type and range as they write it.
+        values = [m.convert(v) for m, v in zip(self.mappings, row)]
+        value = Struct._trusted(self.value_schema, values)
         key = None
         if self.key_schema is not None:
-            key = Struct(self.key_schema, {m.name: value.get(m.name) for m in self.key_mappings})
+            key = Struct._trusted(self.key_schema, [values[i] for i in self.key_indexes])
         return SourceRecord(topic=self.topic, kafka_partition=None, key_schema=self.key_schema, key=key,
                             value_schema=self.value_schema, value=value,
                             source_partition=self.partition,
