@@ -8,7 +8,7 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup databases demo test bench lint clean
+.PHONY: setup databases browser demo test bench lint clean
 
 setup: $(VENV)/.installed $(STATE)/java.env
 
@@ -33,7 +33,12 @@ demo: setup
 databases:
 	bash scripts/ensure_databases.sh
 
-test: setup databases
+# Debian's Chromium at /usr/bin/chromium for the browser test (tests/e2e/test_backfill_ui.py, driven by Playwright):
+# installed with apt-get when missing (as root); fails loudly when that is not possible. Never a downloaded browser.
+browser:
+	bash scripts/ensure_browser.sh
+
+test: setup databases browser
 	$(ENV) && $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup
