@@ -64,7 +64,7 @@ def resolve_db_connection(raw: Mapping[str, Any]) -> dict[str, Any]:
     context = f"connector {raw.get('name')!r}"
     clash = [k for k in _URL_KEYS if raw.get(k) not in (None, "")]
     if clash:
-        raise ConfigException([ConfigProblem(k, None if k.endswith("password") else raw[k],
+        raise ConfigException([ConfigProblem(k, raw[k] if k == "connection.user" else None,  # a URL may hold a password
                                              f"cannot be combined with {CONN_ID_KEY}={conn_id!r}: give one or the other")
                                for k in clash], context=context)
     from airflow.sdk import BaseHook

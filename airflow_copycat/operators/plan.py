@@ -91,10 +91,12 @@ class CopycatPlanOperator(BaseOperator):
     def execute(self, context) -> list[dict]:
         ti = context["ti"]
         try:
-            raw = resolve_db_connection(load_connector_config(self.connector_config))
+            raw = load_connector_config(self.connector_config)
+            connector_secrets(raw)  # masked in this task's log, even in an error message
+            raw = resolve_db_connection(raw)
         except ConfigException as e:
             raise AirflowFailException(str(e)) from None
-        connector_secrets(raw)  # masked in this task's log, even in an error message
+        connector_secrets(raw)  # and the Airflow connection's password
         # The latest plan of an earlier run. map_indexes=-1 asks for one XCom: without it,
         # include_prior_dates returns a list of every earlier run's plan.
         previous = ti.xcom_pull(task_ids=self.task_id, key="plan", include_prior_dates=True, map_indexes=-1)

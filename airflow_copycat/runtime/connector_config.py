@@ -200,7 +200,7 @@ def parse(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type]:
 def secret_keys(raw: Mapping[str, Any], cls: type | None) -> set[str]:
     """Keys whose values are secrets: the connector's PASSWORD keys, any key named like one,
     and keys holding a URL with a password."""
-    keys = {k for k in raw if is_secret_key(k) or (isinstance(raw[k], str) and _URL_PASSWORD.search(raw[k]))}
+    keys = {k for k in raw if is_secret_key(k) or _has_url_password(raw[k])}
     if cls is not None:
         keys |= {k for k in cls.config_def.secret_keys() if k in raw}
     return keys
@@ -215,15 +215,28 @@ HIDDEN = "[hidden]"
 _URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
 
 
+# a password in a URL's query string (jdbc:postgresql://h/db?user=u&password=p, Confluent's usual form)
+_QUERY_PASSWORD = re.compile(r"([?&;](?:password|pwd)=)([^&;#\s]+)", re.IGNORECASE)
+
+
+def _hide_url_passwords(value: str) -> str:
+    value = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), value)
+    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, value)
+
+
+def _has_url_password(value: Any) -> bool:
+    return isinstance(value, str) and bool(_URL_PASSWORD.search(value) or _QUERY_PASSWORD.search(value))
+
+
 def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
     """A copy of ``config`` with the values of ``secrets`` replaced by ``[hidden]``, and the
     password of any ``scheme://user:password@host`` URL too (those keys are then in
     ``secrets`` for :func:`restore_secrets`)."""
     out = {}
     for k, v in config.items():
-        if isinstance(v, str) and _URL_PASSWORD.search(v) and not is_secret_key(k):
+        if _has_url_password(v) and not is_secret_key(k):
             secrets.add(k)
-            v = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), v)
+            v = _hide_url_passwords(v)
         elif k in secrets and v not in (None, ""):
             v = HIDDEN
         out[k] = v

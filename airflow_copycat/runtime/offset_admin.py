@@ -113,6 +113,10 @@ def change_offset(store: OffsetStore, connector: str, action: str, partition: An
             + ". Check the partition (keys and values must match exactly), or set force to write it anyway")],
             context="the offset request")
     before = current.get(key, {}).get("offset")
+    # The offset topic is keyed by the JSON bytes of [connector, partition]: write under the partition
+    # as the connector stored it (its key order), not as typed, or the connector's own key keeps its value.
+    if key in current:
+        partition = current[key]["partition"]
     store.write(connector, [(partition, new)])
     after_all = store.read(connector)
     after = after_all.get(key, {}).get("offset")

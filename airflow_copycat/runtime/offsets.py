@@ -37,7 +37,7 @@ Offsets = dict  # canonical partition -> {"partition": ..., "offset": ...}
 
 def offset_key(connector: str, partition: Any) -> bytes:
     """The offset topic key, byte-identical to Kafka Connect's (``["name",{...}]``)."""
-    return json.dumps([connector, partition], separators=(",", ":")).encode("utf-8")
+    return json.dumps([connector, partition], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def murmur2(key: bytes) -> int:

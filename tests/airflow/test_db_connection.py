@@ -104,3 +104,11 @@ def test_a_dag_imports_a_table_through_an_airflow_connection_and_never_shows_its
     for _, _, _, value in result.xcoms():
         assert password not in json.dumps(value)
     assert password not in redact(result.log)
+
+
+def test_a_clash_with_a_url_never_quotes_the_urls_password(airflow_conn, unique):
+    conn_id = airflow_conn(f"pg2_{unique}", conn_type="postgres", host="127.0.0.1", schema="test")
+    with pytest.raises(ConfigException) as clash:
+        resolve_db_connection({"name": "x", "airflow.conn.id": conn_id,
+                               "connection.url": "postgresql://u:s3cretPW42@h/db", "connection.user": "u"})
+    assert "connection.url" in str(clash.value) and "s3cretPW42" not in str(clash.value)

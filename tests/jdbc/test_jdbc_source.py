@@ -264,3 +264,32 @@ def test_jdbc_urls_are_translated_and_aliases_resolve():
     for alias in ("JdbcSource", "JdbcSourceConnector", "io.confluent.connect.jdbc.JdbcSourceConnector"):
         assert resolve_connector(alias) is JdbcSourceConnector
     assert Schema  # noqa
+
+
+def test_a_password_in_a_jdbc_urls_query_string_is_hidden_in_the_plan(postgres_url, worker_props, unique):
+    # Confluent's usual form: jdbc:postgresql://host/db?user=u&password=p (trust auth ignores the password)
+    import json
+
+    import sqlalchemy as sa
+
+    from airflow_copycat.runtime.connector_config import HIDDEN, restore_secrets
+    from airflow_copycat.runtime.plan import make_plan
+    from airflow_copycat.runtime.worker import WorkerConfig
+
+    secret, table = f"pw{unique}Secret", f"leak_{unique}"
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as c:
+        c.execute(sa.text(f'CREATE TABLE "{table}" (id int primary key)'))
+    try:
+        raw = {"name": f"leak-{unique}", "connector.class": "JdbcSource", "mode": "incrementing",
+               "connection.url": f"jdbc:postgresql://127.0.0.1:5432/test?user=postgres&password={secret}",
+               "incrementing.column.name": "id", "table.whitelist": table, "topic.prefix": "leak-"}
+        plan = make_plan(raw, WorkerConfig(worker_props, env={}))
+        assert secret not in json.dumps(plan)
+        task_config = plan["groups"][0]["tasks"][0]["config"]
+        assert task_config["connection.url"].endswith(f"password={HIDDEN}")
+        assert restore_secrets(task_config, raw)["connection.url"] == raw["connection.url"]
+    finally:
+        with engine.begin() as c:
+            c.execute(sa.text(f'DROP TABLE "{table}"'))
+        engine.dispose()

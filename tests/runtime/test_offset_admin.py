@@ -157,3 +157,31 @@ def test_the_next_source_run_starts_from_the_reset_offset(worker_props, kafka_bo
     run()
     assert _values(kafka_bootstrap, config["topic"])[7:] == [f"line {i}" for i in range(5)]
     store.close()
+
+
+@pytest.mark.parametrize("action", ["reset", "delete"])
+def test_a_partition_typed_with_its_keys_in_another_order_changes_the_connectors_own_key(worker_props, unique,
+                                                                                       action):
+    # The offset topic is keyed by JSON bytes: a JDBC split partition as the connector commits it
+    # (protocol, table, split, column), typed by the user as the list table shows it (keys sorted)
+    worker = WorkerConfig(worker_props, env={})
+    store = KafkaOffsetStore(worker)
+    name = f"shop-{unique}"
+    connector_form = {"protocol": "1", "table": "main.orders", "split": "1/2", "column": "id"}
+    store.write(name, [(connector_form, {"incrementing": 100})])
+    typed = offset_admin.compact_json(offset_admin.list_offsets(store, name)[0]["partition"])
+    assert typed.startswith('{"column"')
+    request = offset_admin.parse_request(action, typed, '{"incrementing": 0}' if action == "reset" else "")
+
+    offset_admin.change_offset(store, name, *request)
+
+    # Then only the connector's own key was written, so a later commit of the connector wins
+    keys = {k for _, k, _ in _raw_records(worker) if json.loads(k)[0] == name}
+    assert keys == {offset_key(name, connector_form)}
+    store.write(name, [(connector_form, {"incrementing": 250})])
+    assert offset_admin.list_offsets(KafkaOffsetStore(worker), name)[0]["offset"] == {"incrementing": 250}
+
+
+def test_offset_keys_are_utf8_like_kafka_connects():
+    # Kafka Connect's JSON converter writes non-ASCII characters as UTF-8, not \u escapes
+    assert offset_key("c", {"table": "bücher"}) == '["c",{"table":"bücher"}]'.encode("utf-8")
