@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-import re
+import logging
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,6 +19,8 @@ from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
 from airflow_copycat.connect.config import in_range, one_of
 
 from . import splits
+
+log = logging.getLogger(__name__)
 
 CONNECTION_URL = "connection.url"
 CONNECTION_USER = "connection.user"
@@ -135,6 +137,10 @@ CONFIG_DEF = (
 )
 
 
+# JDBC URL properties PostgreSQL's JDBC driver shares with libpq (psycopg takes them as they are)
+_LIBPQ_KEYS = {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name", "options",
+               "target_session_attrs"}
+
 _JDBC_SCHEMES = {
     "postgresql": "postgresql+psycopg",
     "mysql": "mysql+pymysql",
@@ -162,9 +168,16 @@ def to_sqlalchemy_url(url: str, user: str | None = None, password: str | None = 
             if ";" in parts.path:
                 raise ValueError("uses ';' properties; put them in the query string instead")
             qs_user, qs_password = query.pop("user", None), query.pop("password", None)
+            keep = {k: v for k, v in query.items() if scheme == "postgresql" and k in _LIBPQ_KEYS}
+            dropped = sorted(set(query) - set(keep))
+            if any(k.lower().startswith(("ssl", "usessl", "requiressl", "verifyservercertificate")) for k in dropped):
+                raise ValueError(f"has TLS properties {dropped} that cannot be translated (TLS would silently be off): "
+                                 "give a SQLAlchemy URL with the driver's own parameters")
+            if dropped:
+                log.warning("JDBC URL properties %s have no SQLAlchemy equivalent and are ignored", dropped)
             built = URL.create(_JDBC_SCHEMES[scheme], username=parts.username or qs_user,
                                password=parts.password or qs_password, host=parts.hostname, port=parts.port,
-                               database=parts.path.lstrip("/") or None)
+                               database=parts.path.lstrip("/") or None, query=keep)
     else:
         try:
             built = make_url(url)
@@ -201,7 +214,7 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
         try:
             to_sqlalchemy_url(str(url))
         except ValueError as e:
-            shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1[hidden]@", str(url))
+            shown = str(url).split(":")[0] + ":..."  # never more: URLs come in forms that hide passwords differently
             problems.append(ConfigProblem(CONNECTION_URL, shown, str(e)))
     if config.get(TOPIC_PREFIX) is None:
         problems.append(ConfigProblem(TOPIC_PREFIX, None, "is required: the prefix of the topic names"))

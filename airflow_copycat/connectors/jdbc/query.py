@@ -34,7 +34,9 @@ _SQLITE_STORAGE = {"integer": sa.BigInteger(), "real": sa.Float(precision=53), "
 
 
 def clean(query: str) -> str:
-    return query.strip().rstrip(";").strip()
+    """The query without surrounding blanks and trailing ``;``, ending in a newline: wrapped as
+    ``(<query>\n) copycat_q``, a trailing ``-- comment`` cannot swallow the closing parenthesis."""
+    return query.strip().rstrip(";").strip() + "\n"
 
 
 def _verbatim(query: str) -> sa.TextClause:

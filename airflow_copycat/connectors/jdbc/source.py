@@ -350,7 +350,8 @@ class TableReader:
                 raise ConnectException(
                     f"{ref.label}: column {name!r} ({key}) does not exist (dropped or renamed?); its columns are "
                     f"{sorted(cols)}")
-            if values[c.VALIDATE_NON_NULL] and cols[name].nullable and ref.query is None:  # as Confluent: tables only
+            rowid = engine.dialect.name == "sqlite" and cols[name].primary_key and isinstance(cols[name].type, sa.Integer)
+            if values[c.VALIDATE_NON_NULL] and cols[name].nullable and ref.query is None and not rowid:  # tables only
                 raise ConnectException(
                     f"table {ref.fqn}: column {name!r} ({key}) is nullable; make it NOT NULL or set "
                     f"{c.VALIDATE_NON_NULL}=false (rows where it is NULL are then never read)")
@@ -362,6 +363,15 @@ class TableReader:
                 sa.func.coalesce(*self.ts_cols, type_=self.ts_cols[0].type)
             self.ts_aware = bool(getattr(self.ts_cols[0].type, "timezone", False))
             self.ts_zone = naive_zone(self.ts_cols[0].type, self.zone)
+            kinds = {(bool(getattr(col.type, "timezone", False)), str(naive_zone(col.type, self.zone)))
+                     for col in self.ts_cols}
+            if len(kinds) > 1:  # COALESCE compares their raw values: offsets would never match the SQL
+                raise ConnectException(
+                    f"{ref.label}: timestamp columns {ts} mix time-zone kinds (with and without time zone, or MySQL "
+                    f"TIMESTAMP and DATETIME); use columns of one kind, or a query that converts them")
+            self.sqlite = engine.dialect.name == "sqlite"
+            if self.sqlite:  # timestamps are text in any format ('...10:00:00' vs '...10:00:00.000000'): compare instants
+                self.ts_expr = sa.func.julianday(self.ts_expr)
             self.ts_indexes = [list(cols).index(n) for n in ts]
             self.upper = now - dt.timedelta(milliseconds=values[c.TIMESTAMP_DELAY_MS])
         # a window (backfill run): start <= ts < min(end, upper), and timestamp.initial does not apply
@@ -432,16 +442,27 @@ class TableReader:
 
     # ---- binding
 
-    def _bind_ts(self, t: dt.datetime) -> dt.datetime:
-        if self.ts_aware:
-            return t
-        return t.astimezone(self.ts_zone).replace(tzinfo=None)
+    def _bind_ts(self, t: dt.datetime):
+        """The bound value ``ts_expr`` is compared with for the instant ``t`` (aware, UTC)."""
+        v = t if self.ts_aware else t.astimezone(self.ts_zone).replace(tzinfo=None)
+        if self.sqlite:
+            return sa.func.julianday(sa.bindparam(None, v, type_=self.ts_cols[0].type))
+        return v
 
     def _row_ts(self, row) -> dt.datetime | None:
         for i in self.ts_indexes:
             v = row[i]
             if v is not None:
-                return self.mappings[i].convert(v)
+                t = self.mappings[i].convert(v)
+                if isinstance(v, dt.datetime) and v.tzinfo is None and not self.ts_aware and \
+                        t.astimezone(self.ts_zone).replace(tzinfo=None) != v:
+                    # a local time that does not exist (a daylight-saving gap): its instant would not bind back
+                    # to it, so offsets would skip or repeat rows -- fail, naming the row
+                    raise ConnectException(
+                        f"{self.ref.label}: column {self.mappings[i].name!r} holds {v.isoformat(' ')}, which does not "
+                        f"exist in db.timezone {self.ts_zone} (a daylight-saving gap); set db.timezone to the zone the "
+                        f"values were written in, or correct the row")
+                return t
         return None
 
     def _offset(self, ts: dt.datetime | None, inc: Any) -> dict:
@@ -460,8 +481,8 @@ class TableReader:
                 return list(conn.execute(stmt))
         except sa.exc.SQLAlchemyError as e:
             if isinstance(e, sa.exc.DBAPIError) and e.connection_invalidated:  # nothing was read: safe to retry
-                raise RetriableException(f"table {self.ref.fqn}: the database connection was lost: {e}") from e
-            raise ConnectException(f"table {self.ref.fqn}: query failed: {e}") from e
+                raise RetriableException(f"{self.ref.label}: the database connection was lost: {e}") from e
+            raise ConnectException(f"{self.ref.label}: query failed: {e}") from e
 
     # ---- reading
 
@@ -524,6 +545,9 @@ class TableReader:
             if not kept:  # the whole batch shares one timestamp: read all of its rows now
                 t = self._bind_ts(last)
                 more = self._fetch(self._select().where(self.ts_expr == t))
+                if not more:  # never spin: a timestamp that cannot be selected again is a bug to report
+                    raise ConnectException(f"{self.ref.label}: the rows at {last.isoformat()} cannot be selected "
+                                           f"again by their timestamp")
                 kept = [(last, r) for r in more]
             stamped = kept
         records = []
