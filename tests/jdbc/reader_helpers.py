@@ -24,6 +24,18 @@ def payloads(bootstrap: str, topic: str) -> list[dict]:
         c.close()
 
 
+def jdbc_config(url: str, mode: str, **keys) -> dict:
+    """A JdbcSource config reading ``url`` in ``mode``, with the mode's columns set (``id`` incrementing,
+    ``ts`` timestamp); ``keys`` (pass dotted keys as ``**{...}``) add to or override it."""
+    cfg = {"connector.class": "JdbcSourceConnector", "connection.url": url, "mode": mode}
+    if mode in ("incrementing", "timestamp+incrementing"):
+        cfg["incrementing.column.name"] = "id"
+    if mode in ("timestamp", "timestamp+incrementing"):
+        cfg["timestamp.column.name"] = "ts"
+    cfg.update(keys)
+    return cfg
+
+
 def run(config: dict, worker_props: dict) -> int:
     """One scheduled run (plan + every group, offsets in the worker's offset topic): records produced."""
     plan = make_plan(config, WorkerConfig(worker_props, env={}))

@@ -26,6 +26,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support.jdbc_runs import Runs, db_clock, ts_type
+from tests.jdbc.reader_helpers import jdbc_config
 
 TS_MODES = ["timestamp", "timestamp+incrementing"]
 
@@ -35,15 +36,8 @@ def _utcnow() -> dt.datetime:
 
 
 def _config(db, unique, mode, name, *, suffix="", **extra):
-    cfg = {"name": f"jdbc-cc-{unique}{suffix}", "connector.class": "JdbcSourceConnector", "connection.url": db.url,
-           "mode": mode, "topic.prefix": f"cc{unique}{suffix}-", "table.whitelist": name, "tasks.max": 1,
-           "batch.max.rows": 5}
-    if mode in ("incrementing", "timestamp+incrementing"):
-        cfg["incrementing.column.name"] = "id"
-    if mode in ("timestamp", "timestamp+incrementing"):
-        cfg["timestamp.column.name"] = "ts"
-    cfg.update(extra)
-    return cfg
+    return jdbc_config(db.url, mode, **{"name": f"jdbc-cc-{unique}{suffix}", "topic.prefix": f"cc{unique}{suffix}-",
+                                        "table.whitelist": name, "tasks.max": 1, "batch.max.rows": 5, **extra})
 
 
 def _versioned(db, name) -> sa.Table:

@@ -16,7 +16,7 @@ from airflow_copycat.connect.data import Decimal, Timestamp, Type
 from airflow_copycat.connect.task import OffsetStorageReader, SourceTaskContext
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector, JdbcSourceTask
 
-from .reader_helpers import payloads, run, task_configs
+from .reader_helpers import jdbc_config, payloads, run, task_configs
 
 T0 = dt.datetime(2024, 3, 1, 8, 0, 0)
 
@@ -46,14 +46,8 @@ def _query(customers, orders):
 
 
 def _config(db, unique, mode, query, **extra):
-    cfg = {"name": f"jq-{unique}", "connector.class": "JdbcSourceConnector", "connection.url": db.url,
-           "mode": mode, "query": query, "topic.prefix": f"q{unique}", "tasks.max": 3, "batch.max.rows": 2}
-    if mode in ("incrementing", "timestamp+incrementing"):
-        cfg["incrementing.column.name"] = "id"
-    if mode in ("timestamp", "timestamp+incrementing"):
-        cfg["timestamp.column.name"] = "ts"
-    cfg.update(extra)
-    return cfg
+    return jdbc_config(db.url, mode, **{"name": f"jq-{unique}", "query": query, "topic.prefix": f"q{unique}",
+                                        "tasks.max": 3, "batch.max.rows": 2, **extra})
 
 
 @pytest.mark.parametrize("mode", ["bulk", "incrementing", "timestamp", "timestamp+incrementing"])

@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support.jdbc_runs import ConnectionKiller, Runs, ts_type
+from tests.jdbc.reader_helpers import jdbc_config
 
 T0 = dt.datetime(2024, 1, 1, 12, 0, 0)
 MODES = ["incrementing", "timestamp", "timestamp+incrementing"]
@@ -63,15 +64,8 @@ def engine_of(server):
 
 
 def _config(url, unique, mode, tables, **extra):
-    cfg = {"name": f"jdbc-rc-{unique}", "connector.class": "JdbcSourceConnector", "connection.url": url,
-           "mode": mode, "topic.prefix": f"rc{unique}-", "table.whitelist": ",".join(tables), "tasks.max": 1,
-           "batch.max.rows": 4}
-    if mode in ("incrementing", "timestamp+incrementing"):
-        cfg["incrementing.column.name"] = "id"
-    if mode in ("timestamp", "timestamp+incrementing"):
-        cfg["timestamp.column.name"] = "ts"
-    cfg.update(extra)
-    return cfg
+    return jdbc_config(url, mode, **{"name": f"jdbc-rc-{unique}", "topic.prefix": f"rc{unique}-", "tasks.max": 1,
+                                     "table.whitelist": ",".join(tables), "batch.max.rows": 4, **extra})
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -9,37 +9,18 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from confluent_kafka import Consumer, TopicPartition
 
-from airflow_copycat.connect import ConfigException, Schema
+from airflow_copycat.connect import ConfigException
 from airflow_copycat.connect.data import Decimal, Timestamp, Type
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector, JdbcSourceTask
 from airflow_copycat.connectors.jdbc.config import to_sqlalchemy_url
 from airflow_copycat.connect.task import OffsetStorageReader, SourceTaskContext
-from airflow_copycat.runtime.executor import run_group
-from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.plugins import resolve_connector
 from airflow_copycat.runtime.worker import WorkerConfig
+from tests.jdbc.reader_helpers import jdbc_config, payloads, run
 
 T0 = dt.datetime(2024, 1, 1, 12, 0, 0)
-
-
-def _payloads(bootstrap, topic):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True})
-    try:
-        return [json.loads(m.value())["payload"] for m in read_to_end(c, [TopicPartition(topic, 0, 0)])]
-    finally:
-        c.close()
-
-
-def _run(config, worker_props):
-    plan = make_plan(config, WorkerConfig(worker_props, env={}))
-    results = [run_group(g, worker_props) for g in plan["groups"]]
-    for g in results:
-        for t in g["tasks"]:
-            assert t["status"] != "failed", t.get("error")
-    return sum(g["records"] for g in results)
 
 
 def _events(db, name, ts=True):
@@ -50,15 +31,9 @@ def _events(db, name, ts=True):
 
 
 def _config(db, unique, mode, name, **extra):
-    cfg = {"name": f"jdbc-{unique}", "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
-           "connection.url": db.url, "mode": mode, "topic.prefix": f"p{unique}-", "table.whitelist": name,
-           "tasks.max": 1}
-    if mode in ("incrementing", "timestamp+incrementing"):
-        cfg["incrementing.column.name"] = "id"
-    if mode in ("timestamp", "timestamp+incrementing"):
-        cfg["timestamp.column.name"] = "ts"
-    cfg.update(extra)
-    return cfg
+    return jdbc_config(db.url, mode, **{"name": f"jdbc-{unique}", "topic.prefix": f"p{unique}-", "tasks.max": 1,
+                                        "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+                                        "table.whitelist": name, **extra})
 
 
 @pytest.mark.parametrize("mode", ["incrementing", "timestamp", "timestamp+incrementing"])
@@ -67,13 +42,13 @@ def test_incremental_modes_across_runs_miss_and_duplicate_nothing(db, worker_pro
     table = _events(db, name)
     config = _config(db, unique, mode, name, **{"batch.max.rows": 2})
     db.insert(table, [{"id": i, "v": f"r{i}", "ts": T0 + dt.timedelta(seconds=i)} for i in range(1, 6)])
-    assert _run(config, worker_props) == 5
+    assert run(config, worker_props) == 5
     db.insert(table, [{"id": i, "v": f"r{i}", "ts": T0 + dt.timedelta(seconds=i)} for i in range(6, 9)])
-    assert _run(config, worker_props) == 3
-    assert _run(config, worker_props) == 0
+    assert run(config, worker_props) == 3
+    assert run(config, worker_props) == 0
     db.insert(table, [{"id": 9, "v": "r9", "ts": T0 + dt.timedelta(seconds=9)}])
-    assert _run(config, worker_props) == 1
-    got = _payloads(kafka_bootstrap, f"p{unique}-{name}")
+    assert run(config, worker_props) == 1
+    got = payloads(kafka_bootstrap, f"p{unique}-{name}")
     assert sorted(p["id"] for p in got) == list(range(1, 10))
 
 
@@ -83,10 +58,10 @@ def test_rows_sharing_a_timestamp_across_batch_boundary(db, worker_props, kafka_
     table = _events(db, name)
     config = _config(db, unique, mode, name, **{"batch.max.rows": 2})
     db.insert(table, [{"id": i, "v": "same", "ts": T0} for i in range(1, 6)])
-    assert _run(config, worker_props) == 5
+    assert run(config, worker_props) == 5
     db.insert(table, [{"id": i, "v": "later", "ts": T0 + dt.timedelta(seconds=1)} for i in range(6, 9)])
-    assert _run(config, worker_props) == 3
-    got = _payloads(kafka_bootstrap, f"p{unique}-{name}")
+    assert run(config, worker_props) == 3
+    got = payloads(kafka_bootstrap, f"p{unique}-{name}")
     assert sorted(p["id"] for p in got) == list(range(1, 9))
 
 
@@ -142,12 +117,12 @@ def test_late_commit_with_older_timestamp_inside_the_delay_window(db, worker_pro
         now = db_now(conn).replace(tzinfo=None)
     db.insert(table, [{"id": 1, "v": "old", "ts": now - dt.timedelta(minutes=5)}])
     db.insert(table, [{"id": 2, "v": "newer", "ts": now - dt.timedelta(seconds=1)}])
-    assert _run(config, worker_props) == 1  # id 2 is inside the delay window: not read yet
+    assert run(config, worker_props) == 1  # id 2 is inside the delay window: not read yet
     # a transaction that started earlier commits now, with a timestamp older than id 2's
     db.insert(table, [{"id": 3, "v": "late", "ts": now - dt.timedelta(seconds=2)}])
     time.sleep(3.2)
-    assert _run(config, worker_props) == 2
-    got = _payloads(kafka_bootstrap, f"p{unique}-{name}")
+    assert run(config, worker_props) == 2
+    got = payloads(kafka_bootstrap, f"p{unique}-{name}")
     assert sorted(p["id"] for p in got) == [1, 2, 3]
 
 
@@ -156,8 +131,8 @@ def test_bulk_reads_the_whole_table_each_run(db, worker_props, kafka_bootstrap, 
     table = _events(db, name, ts=False)
     db.insert(table, [{"id": i, "v": f"r{i}"} for i in range(1, 4)])
     config = _config(db, unique, "bulk", name, **{"batch.max.rows": 2})
-    assert _run(config, worker_props) == 3
-    assert _run(config, worker_props) == 3
+    assert run(config, worker_props) == 3
+    assert run(config, worker_props) == 3
     assert JdbcSourceConnector().exactly_once_support({"mode": "bulk"}) is False
     assert JdbcSourceConnector().exactly_once_support({"mode": "timestamp+incrementing"}) is True
 
@@ -171,8 +146,8 @@ def test_odd_table_and_column_names_are_quoted(db, worker_props, kafka_bootstrap
                                sa.Column('we"ird', sa.String(20))))
     db.insert(table, [{"my id": 1, 'we"ird': "a"}, {"my id": 2, 'we"ird': "b"}])
     config = _config(db, unique, "incrementing", name, **{"incrementing.column.name": "my id"})
-    assert _run(config, worker_props) == 2
-    got = _payloads(kafka_bootstrap, f"p{unique}-{name}")
+    assert run(config, worker_props) == 2
+    got = payloads(kafka_bootstrap, f"p{unique}-{name}")
     assert [(p["my id"], p['we"ird']) for p in got] == [(1, "a"), (2, "b")]
     assert sa.inspect(db.engine).has_table(name)
 
@@ -263,18 +238,11 @@ def test_jdbc_urls_are_translated_and_aliases_resolve():
     assert to_sqlalchemy_url("jdbc:sqlite:/tmp/a.db").database == "/tmp/a.db"
     for alias in ("JdbcSource", "JdbcSourceConnector", "io.confluent.connect.jdbc.JdbcSourceConnector"):
         assert resolve_connector(alias) is JdbcSourceConnector
-    assert Schema  # noqa
 
 
 def test_a_password_in_a_jdbc_urls_query_string_is_hidden_in_the_plan(postgres_url, worker_props, unique):
     # Confluent's usual form: jdbc:postgresql://host/db?user=u&password=p (trust auth ignores the password)
-    import json
-
-    import sqlalchemy as sa
-
     from airflow_copycat.runtime.connector_config import HIDDEN, restore_secrets
-    from airflow_copycat.runtime.plan import make_plan
-    from airflow_copycat.runtime.worker import WorkerConfig
 
     secret, table = f"pw{unique}Secret", f"leak_{unique}"
     engine = sa.create_engine(postgres_url)

@@ -20,6 +20,7 @@ from airflow_copycat.runtime.offsets import offset_store
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.source import run_source_task
 from airflow_copycat.runtime.worker import WorkerConfig
+from tests.jdbc.reader_helpers import jdbc_config
 
 T0 = dt.datetime(2024, 1, 1, 12, 0, 0)
 MODES = ["bulk", "incrementing", "timestamp", "timestamp+incrementing"]
@@ -44,15 +45,9 @@ def _insert(db, table, ids, *, later: int = 0):
 
 
 def _config(db, unique, mode, tables, **extra):
-    cfg = {"name": f"split-{unique}", "connector.class": "JdbcSourceConnector", "connection.url": db.url,
-           "mode": mode, "topic.prefix": f"s{unique}-", "table.whitelist": ",".join(tables), "tasks.max": 4,
-           "batch.max.rows": 7, "copycat.split.column": "id", "copycat.split.count": 4}
-    if mode in ("incrementing", "timestamp+incrementing"):
-        cfg["incrementing.column.name"] = "id"
-    if mode in ("timestamp", "timestamp+incrementing"):
-        cfg["timestamp.column.name"] = "ts"
-    cfg.update(extra)
-    return cfg
+    return jdbc_config(db.url, mode, **{"name": f"split-{unique}", "topic.prefix": f"s{unique}-", "tasks.max": 4,
+                                        "table.whitelist": ",".join(tables), "batch.max.rows": 7,
+                                        "copycat.split.column": "id", "copycat.split.count": 4, **extra})
 
 
 def _plan(config, worker_props, previous=None):
