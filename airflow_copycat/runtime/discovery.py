@@ -27,7 +27,7 @@ from ..connect.assignment import canonical
 from ..connect.connector import SinkConnector
 from ..connect.errors import ConnectException
 from . import connector_config
-from .kafka import admin_client, matching_partitions
+from .kafka import admin_client, matching_partitions, sink_topics
 from .worker import WorkerConfig
 
 
@@ -88,10 +88,7 @@ def current_partitions(raw_config: str | Mapping[str, Any], worker: WorkerConfig
 
 def sink_partitions(values: Mapping[str, Any], worker: WorkerConfig) -> list[list[Any]]:
     """``[[topic, partition], ...]`` (sorted) of the existing topics a sink config names or matches."""
-    topics = values.get("topics") or []
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
-    regex = values.get("topics.regex") or None
+    topics, regex = sink_topics(values)
     tps = matching_partitions(admin_client(worker.admin_config()), topics=topics, regex=regex)
     return [list(tp) for tp in tps]
 

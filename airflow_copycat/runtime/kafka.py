@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -105,6 +105,14 @@ def topic_config(admin: AdminClient, name: str) -> dict[str, str]:
         return {k: v.value for k, v in future.result(timeout=15).items()}
     except Exception:  # describe is best effort: the check it feeds is a safety net
         return {}
+
+
+def sink_topics(values: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """A sink config's ``topics`` (a list or comma-separated text) and ``topics.regex`` (``None`` when unset)."""
+    topics = values.get("topics") or []
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    return list(topics), values.get("topics.regex") or None
 
 
 def matching_partitions(

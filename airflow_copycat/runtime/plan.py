@@ -40,7 +40,7 @@ from ..connect.connector import TASK_PARTITIONS_KEY, WINDOW_START_KEY, SinkConne
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException, ConnectException
 from . import connector_config, plugins, transactions, windows
-from .kafka import admin_client, matching_partitions
+from .kafka import admin_client, matching_partitions, sink_topics
 from .offsets import OffsetStore, offset_store
 from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
 from .worker import WorkerConfig
@@ -191,10 +191,7 @@ def _plan_source(connector, values, worker, tasks_max, previous, store):
 
 
 def _plan_sink(connector, values, worker, tasks_max, previous):
-    topics = values.get("topics") or []
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
-    regex = values.get("topics.regex") or None
+    topics, regex = sink_topics(values)
     admin = admin_client(worker.admin_config())
     tps = matching_partitions(admin, topics=topics, regex=regex)
     missing = sorted(set(topics) - {t for t, _ in tps})
