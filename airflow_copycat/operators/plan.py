@@ -97,12 +97,16 @@ class CopycatPlanOperator(BaseOperator):
         except ConfigException as e:
             raise AirflowFailException(str(e)) from None
         connector_secrets(raw)  # and the Airflow connection's password
-        # The latest plan of an earlier run. map_indexes=-1 asks for one XCom: without it,
-        # include_prior_dates returns a list of every earlier run's plan.
-        previous = ti.xcom_pull(task_ids=self.task_id, key="plan", include_prior_dates=True, map_indexes=-1)
         worker = self.hook.worker_config(self.worker_config)
         try:
             raw = windowed(raw, self.window, context)
+            live = not (raw.get(WINDOW_START_KEY) or raw.get(WINDOW_END_KEY))
+            # A live run re-plans from the task assignment of the latest earlier *live* run (sticky, and
+            # fencing of dropped task ids), never from a backfill's: a window has offsets and
+            # transactional ids of its own and needs none. map_indexes=-1 asks for one XCom: without
+            # it, include_prior_dates returns a list of every earlier run's.
+            previous = ti.xcom_pull(task_ids=self.task_id, key=LIVE_ASSIGNMENT_KEY, include_prior_dates=True,
+                                    map_indexes=-1) if live else None
             plan = make_plan(
                 raw,
                 worker,
@@ -124,7 +128,20 @@ class CopycatPlanOperator(BaseOperator):
         for o in plan["offsets"]:
             self.log.info("  offset at plan time: %s -> %s", o["partition"], o["offset"])
         ti.xcom_push(key="plan", value=plan)
+        if live:
+            ti.xcom_push(key=LIVE_ASSIGNMENT_KEY, value=live_assignment(plan))
         return plan["groups"]
+
+
+LIVE_ASSIGNMENT_KEY = "live_assignment"
+"""XCom key of a live run's task assignment (see :func:`live_assignment`), which the next live run re-plans from."""
+
+
+def live_assignment(plan: dict[str, Any]) -> dict[str, Any]:
+    """The part of a plan the next plan needs as ``previous``: which partitions each task had."""
+    return {"connector": plan["connector"],
+            "groups": [{"tasks": [{"task": t["task"], "partitions": t["partitions"]} for t in g["tasks"]]}
+                       for g in plan["groups"]]}
 
 
 WINDOW_MODES = ("backfill", "always", "never")

@@ -122,6 +122,7 @@ def test_secrets_reach_the_task_but_no_xcom_file_or_log(
     # ... no XCom holds them: the plan and its groups say [hidden]
     xcoms = result.xcoms()
     assert {(t, k) for t, _, k, _ in xcoms} == {(f"{group}.plan", "plan"), (f"{group}.plan", "return_value"),
+                                              (f"{group}.plan", "live_assignment"),
                                               (f"{group}.run", "return_value"), (f"{group}.finish", "return_value")}
     for _, _, _, value in xcoms:
         assert credential not in json.dumps(value) and password not in json.dumps(value)
