@@ -61,6 +61,7 @@ class Writer(threading.Thread):
         self.error: BaseException | None = None
         self.last_ts: dt.datetime | None = None
         self.commits = 0
+        self.latency: dict[tuple[int, int], dt.timedelta] = {}  # (id, version) -> from its timestamp to its commit
 
     def run(self):
         try:
@@ -84,7 +85,9 @@ class Writer(threading.Thread):
             self.versions[i] = 0
         for i in bumped:
             self.versions[i] += 1
-        self.log.update((i, v) for i, v in ((i, self.versions[i]) for i in ids + bumped))
+        written = [(i, self.versions[i]) for i in ids + bumped]
+        self.log.update(written)
+        self.latency.update((k, _utcnow() - ts) for k in written)
         self.last_ts, self.commits = ts, self.commits + 1
 
     def finish(self):
@@ -141,7 +144,10 @@ def test_timestamp_modes_under_concurrent_inserts_and_updates_miss_and_repeat_no
     log = set().union(*(w.log for w in writers))
     assert set(seen) <= log, "only committed versions are read"
     final = {(i, v) for w in writers for i, v in w.versions.items()}
-    missed = final - set(seen)
+    # the contract: a row is read if it commits within the delay of its timestamp. On a loaded machine a
+    # commit may come later than that (the very case the delay is sized for): only those may be missed.
+    late = {k for w in writers for k, lat in w.latency.items() if lat >= dt.timedelta(milliseconds=delay_ms)}
+    missed = final - set(seen) - late
     assert not missed, f"{len(missed)} rows' last versions never arrived, e.g. {sorted(missed)[:10]}"
     for i in {i for i, _ in seen}:  # an id's versions arrive in the order they were written
         versions = [v for j, v in seen if j == i]

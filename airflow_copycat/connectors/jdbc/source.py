@@ -312,6 +312,15 @@ class JdbcSourceConnector(SourceConnector):
 # ------------------------------------------------------------------ reading one table
 
 
+def _sqlite_sortable(expr):
+    """A SQLite text timestamp as ``YYYY-MM-DD HH:MM:SS.ffffff`` (SQLAlchemy's format, whatever the writer
+    used: no fraction, fewer digits, a ``T``), so text order is time order to the microsecond.
+    (``julianday()`` would keep milliseconds only: rows a few microseconds apart would compare equal.)"""
+    text = sa.func.replace(expr, "T", " ", type_=sa.String())
+    return sa.case((sa.func.instr(expr, ".") == 0, text.concat(".000000")),
+                   else_=sa.func.substr(text.concat("000000"), 1, 26, type_=sa.String()))
+
+
 class TableReader:
     """Reads one table batch by batch from its committed offset up to the run's bound."""
 
@@ -370,8 +379,8 @@ class TableReader:
                     f"{ref.label}: timestamp columns {ts} mix time-zone kinds (with and without time zone, or MySQL "
                     f"TIMESTAMP and DATETIME); use columns of one kind, or a query that converts them")
             self.sqlite = engine.dialect.name == "sqlite"
-            if self.sqlite:  # timestamps are text in any format ('...10:00:00' vs '...10:00:00.000000'): compare instants
-                self.ts_expr = sa.func.julianday(self.ts_expr)
+            if self.sqlite:  # timestamps are text, written as '...10:00:00' or '...10:00:00.000000' or ...
+                self.ts_expr = _sqlite_sortable(self.ts_expr)
             self.ts_indexes = [list(cols).index(n) for n in ts]
             self.upper = now - dt.timedelta(milliseconds=values[c.TIMESTAMP_DELAY_MS])
         # a window (backfill run): start <= ts < min(end, upper), and timestamp.initial does not apply
@@ -445,8 +454,8 @@ class TableReader:
     def _bind_ts(self, t: dt.datetime):
         """The bound value ``ts_expr`` is compared with for the instant ``t`` (aware, UTC)."""
         v = t if self.ts_aware else t.astimezone(self.ts_zone).replace(tzinfo=None)
-        if self.sqlite:
-            return sa.func.julianday(sa.bindparam(None, v, type_=self.ts_cols[0].type))
+        if self.sqlite:  # as the column type writes it: 'YYYY-MM-DD HH:MM:SS.ffffff', what _sqlite_sortable makes
+            return sa.bindparam(None, v, type_=self.ts_cols[0].type)
         return v
 
     def _row_ts(self, row) -> dt.datetime | None:
