@@ -268,21 +268,9 @@ def read_topic(kafka_bootstrap):
 
 
 def _read_topic(bootstrap: str, topic: str) -> list[Any]:
-    from confluent_kafka import Consumer, TopicPartition
+    from tests.support.jdbc_airflow import read_topic
 
-    from airflow_copycat.runtime.kafka import admin_client, existing_topics, read_to_end
-
-    partitions = existing_topics(admin_client({"bootstrap.servers": bootstrap})).get(topic, 0)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        values = []
-        for msg in read_to_end(consumer, [TopicPartition(topic, p, 0) for p in range(partitions)]):
-            doc = json.loads(msg.value())
-            values.append(doc["payload"] if isinstance(doc, dict) and "payload" in doc else doc)
-        return values
-    finally:
-        consumer.close()
+    return [value for _, _, _, value in read_topic(bootstrap, topic)]
 
 
 @pytest.fixture
