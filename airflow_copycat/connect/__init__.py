@@ -4,6 +4,7 @@ Pure Python: nothing here imports airflow or pyspark, so executors can run tasks
 without either. Connector authors need only this package.
 """
 
+from .batch import SourceBatch
 from .config import ConfigDef, ConfigProblem, ConfigType, Password
 from .connector import Connector, SinkConnector, SourceConnector, task_partitions
 from .data import Date, Decimal, Field, Schema, SchemaBuilder, Struct, Time, Timestamp, Type
@@ -16,6 +17,6 @@ __all__ = [
     "Connector", "SinkConnector", "SourceConnector", "task_partitions",
     "Date", "Decimal", "Field", "Schema", "SchemaBuilder", "Struct", "Time", "Timestamp", "Type",
     "ConfigException", "ConnectException", "DataException", "RetriableException",
-    "ConnectRecord", "SinkRecord", "SourceRecord",
+    "ConnectRecord", "SinkRecord", "SourceRecord", "SourceBatch",
     "OffsetStorageReader", "SinkTask", "SinkTaskContext", "SourceTask", "SourceTaskContext", "Task",
 ]

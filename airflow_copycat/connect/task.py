@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .errors import ConnectException
+from .batch import SourceBatch
 from .records import SinkRecord, SourceRecord
 
 
@@ -156,8 +157,12 @@ class SourceTask(Task):
         """Called before :meth:`start`."""
         self.context = context
 
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> list[SourceRecord | SourceBatch] | None:
         """The next records (see the class docstring). Called in a loop on one thread.
+
+        The list may hold :class:`~airflow_copycat.connect.batch.SourceBatch` items in place of
+        records (columnar rows of one partition, the fast path; see :mod:`.batch`), mixed with
+        records in any order: the framework keeps that order for offsets.
 
         Raise :class:`~airflow_copycat.connect.errors.RetriableException` for a failure
         that may pass (a connection dropped) *only if this call returned nothing and
