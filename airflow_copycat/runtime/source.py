@@ -27,9 +27,10 @@ import logging
 import time
 from typing import Any, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Producer
 
 from ..connect.assignment import canonical
+from ..connect.batch import SourceBatch
 from ..connect.errors import ConnectException
 from ..connect.connector import task_partitions
 from ..connect.dead_letters import encode_source_record, raw_data_headers
@@ -38,6 +39,7 @@ from ..connect.task import SourceTask, SourceTaskContext
 from . import plugins
 from . import transactions, windows
 from .errors import ErrorHandler
+from .batch_producer import BatchProducer, produce
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
 from .result import TaskStats
@@ -229,6 +231,83 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
         last_commit = started = time.monotonic()
         produced = 0
         topics = stats.topics
+
+        def fatal(e: Exception) -> Exception:
+            return txn.error("producing", e) if txn is not None else e
+
+        def send(record) -> None:
+            """One record: transform, convert, produce (the per-record path, and every batch's fallback)."""
+            nonlocal produced
+            original = record  # what the connector made: what a dead letter keeps, for a replay to rebuild
+            if chain:
+                try:
+                    record = chain.apply(record)
+                except TransformError as e:
+                    if is_retriable(e):
+                        try:
+                            record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
+                                                where=json.dumps(original.source_partition), failed=e)
+                        except ConnectException as again:
+                            dead_letter("TRANSFORMATION", again, original, e.class_name, e.transform_alias)
+                            return
+                    else:
+                        dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name, e.transform_alias)
+                        return
+                if record is None:  # dropped by a transform: handled, so its offset advances
+                    stats.filtered += 1
+                    mark(original.source_partition, original.source_offset)
+                    return
+            if record.topic not in known_topics:
+                ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
+            try:
+                key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
+            except Exception as e:  # conversion failure: retried if retriable, else the handler decides
+                key = convert_again("KEY_CONVERTER", key_conv, record, original, record.key_schema, record.key, e)
+                if key is _FAILED:
+                    return
+            try:
+                value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
+            except Exception as e:
+                value = convert_again("VALUE_CONVERTER", value_conv, record, original, record.value_schema,
+                                      record.value, e)
+                if value is _FAILED:
+                    return
+            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+            if record.kafka_partition is not None:
+                kwargs["partition"] = record.kafka_partition
+            if record.timestamp is not None:
+                kwargs["timestamp"] = record.timestamp
+            if record.headers:
+                kwargs["headers"] = list(record.headers)
+            refused = produce(producer, record.topic, kwargs, fatal)
+            if refused is not None:
+                dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
+                return
+            producer.poll(0)
+            produced += 1
+            entry = mark(record.source_partition, record.source_offset)
+            if entry is not None:
+                entry["records"] += 1
+                entry["bytes"] += len(value or b"") + len(key or b"")
+            topics[record.topic] = topics.get(record.topic, 0) + 1
+
+        batch_step = BatchProducer(key_conv, value_conv, chain, producer, on_delivery, fatal)
+
+        def send_batch(item: SourceBatch) -> None:
+            """One batch: encoded and produced in columns where it can be, else row by row through send()."""
+            nonlocal produced
+            if item.topic not in known_topics:
+                ensure_topic(admin, item.topic, partitions=new_partitions, replication_factor=new_rf,
+                             known=known_topics)
+            count, nbytes = batch_step.send(item, send, dead_letter)
+            produced += count
+            entry = mark(item.source_partition, item.source_offset)  # after every row was handed over
+            if entry is not None:
+                entry["records"] += count
+                entry["bytes"] += nbytes
+            if count:
+                topics[item.topic] = topics.get(item.topic, 0) + count
+
         while True:
             if max_records >= 0 and produced >= max_records:
                 log.info("connector %s task %s: record budget of %s reached", name, stats.task, max_records)
@@ -244,74 +323,15 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
                 break
             if not batch and not skipped:
                 time.sleep(0.05)
-            for record in batch:
-                while skipped and skipped[0][0] < record.sequence:  # a tolerated record the task skipped before this one
+            for item in batch:
+                sequence = item.sequence
+                while skipped and skipped[0][0] < sequence:  # a tolerated record the task skipped before this one
                     _, partition, offset = skipped.pop(0)
                     mark(partition, offset)
-                original = record  # what the connector made: what a dead letter keeps, for a replay to rebuild
-                if chain:
-                    try:
-                        record = chain.apply(record)
-                    except TransformError as e:
-                        if is_retriable(e):
-                            try:
-                                record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
-                                                    where=json.dumps(original.source_partition), failed=e)
-                            except ConnectException as again:
-                                dead_letter("TRANSFORMATION", again, original, e.class_name, e.transform_alias)
-                                continue
-                        else:
-                            dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name, e.transform_alias)
-                            continue
-                    if record is None:  # dropped by a transform: handled, so its offset advances
-                        stats.filtered += 1
-                        mark(original.source_partition, original.source_offset)
-                        continue
-                if record.topic not in known_topics:
-                    ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
-                try:
-                    key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
-                except Exception as e:  # conversion failure: retried if retriable, else the handler decides
-                    key = convert_again("KEY_CONVERTER", key_conv, record, original, record.key_schema, record.key, e)
-                    if key is _FAILED:
-                        continue
-                try:
-                    value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
-                except Exception as e:
-                    value = convert_again("VALUE_CONVERTER", value_conv, record, original, record.value_schema,
-                                          record.value, e)
-                    if value is _FAILED:
-                        continue
-                kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
-                if record.kafka_partition is not None:
-                    kwargs["partition"] = record.kafka_partition
-                if record.timestamp is not None:
-                    kwargs["timestamp"] = record.timestamp
-                if record.headers:
-                    kwargs["headers"] = list(record.headers)
-                refused = None
-                while True:
-                    try:
-                        producer.produce(record.topic, **kwargs)
-                        break
-                    except BufferError:
-                        producer.poll(0.5)
-                    except KafkaException as e:  # refused before it was queued (too large, no such partition)
-                        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                        if err is None or err.fatal() or err.txn_requires_abort():  # fenced, or the producer is gone
-                            raise txn.error("producing", e) if txn is not None else e
-                        refused = e
-                        break
-                if refused is not None:
-                    dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
-                    continue
-                producer.poll(0)
-                produced += 1
-                entry = mark(record.source_partition, record.source_offset)
-                if entry is not None:
-                    entry["records"] += 1
-                    entry["bytes"] += len(value or b"") + len(key or b"")
-                topics[record.topic] = topics.get(record.topic, 0) + 1
+                if isinstance(item, SourceBatch):
+                    send_batch(item)
+                else:
+                    send(item)
             for _, partition, offset in skipped:
                 mark(partition, offset)
             stats.errors = handler.count

@@ -1,0 +1,127 @@
+"""The batch step of the source loop: a :class:`~..connect.batch.SourceBatch` encoded in columns and produced.
+
+Called by the source loop (:mod:`.source`) for every batch a task's ``poll()``
+returns, on the task's thread. What it guarantees:
+
+* The bytes sent are those the per-record path would send: keys and values come
+  from :mod:`.batch_encoders`, and every row those cannot encode -- and every row
+  of a batch when the connector has transforms or a converter without a batch
+  encoder -- goes through the per-record step (``send_record``) with its record
+  from ``batch.to_records``: same transforms, same errors, same dead letters.
+* Rows are produced in batch order; a row Kafka refuses before queuing it (too
+  large) is dead-lettered as the per-record path does; a fatal producer error
+  raises (the loop commits nothing past the last acknowledged record).
+* It never commits and never marks offsets: the loop marks the batch's
+  ``source_offset`` after :meth:`BatchProducer.send` returned, and commits it only
+  after the producer acknowledged every record before it (``flush``, or the
+  transaction's commit).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
+
+from ..connect.batch import SourceBatch
+from .batch_encoders import batch_encoder, side_columns
+
+
+def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Exception], Exception]):
+    """Queue one record, waiting while the producer's queue is full. Returns the exception of a record
+    Kafka refused before queuing it (too large, no such partition) for the caller to dead-letter, or
+    ``None``; raises ``fatal(e)`` for an error that ends the producer (fenced, or gone)."""
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return None
+        except BufferError:
+            producer.poll(0.5)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None or err.fatal() or err.txn_requires_abort():
+                raise fatal(e) from None
+            return e
+
+
+def byte_list(arr) -> list:
+    """An Arrow string or binary array as a list of ``bytes`` (``None`` for a null)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    if arr.null_count == n:
+        return [None] * n
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    bufs = arr.buffers()
+    offsets = memoryview(bufs[1]).cast("q" if large else "i")[arr.offset:arr.offset + n + 1].tolist()
+    data = bufs[2].to_pybytes() if bufs[2] is not None else b""
+    out = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+    if arr.null_count:
+        for i in arr.is_null().to_numpy(zero_copy_only=False).nonzero()[0].tolist():
+            out[i] = None
+    return out
+
+
+class BatchProducer:
+    """Encodes and produces batches for one task (see the module docstring)."""
+
+    def __init__(self, key_converter, value_converter, chain, producer, on_delivery, fatal):
+        self.key_encoder = batch_encoder(key_converter)
+        self.value_encoder = batch_encoder(value_converter)
+        self.columnar = not chain and self.key_encoder is not None and self.value_encoder is not None
+        self.producer, self.on_delivery, self.fatal = producer, on_delivery, fatal
+
+    def send(self, batch: SourceBatch, send_record, dead_letter) -> tuple[int, int]:
+        """Produce every row of ``batch``: in columns where it can, else through ``send_record(record)``
+        (which counts its own records). Returns (records produced here, their key+value bytes)."""
+        if not self.columnar or not len(batch):
+            for record in batch.to_records():
+                send_record(record)
+            return 0, 0
+        value = self.value_encoder.encode(batch, *side_columns(batch, False))
+        key = self.key_encoder.encode(batch, *side_columns(batch, True)) if value is not None else None
+        if value is None or key is None:
+            for record in batch.to_records():
+                send_record(record)
+            return 0, 0
+        values, keys = byte_list(value.data), byte_list(key.data)
+        slow = sorted(set(value.slow) | set(key.slow))
+        base: dict[str, Any] = {"on_delivery": self.on_delivery}
+        if batch.kafka_partition is not None:
+            base["partition"] = batch.kafka_partition
+        if batch.timestamp is not None:
+            base["timestamp"] = batch.timestamp
+        if batch.headers:
+            base["headers"] = list(batch.headers)
+        topic, producer, on_delivery = batch.topic, self.producer, self.on_delivery
+        produced = nbytes = 0
+        start = 0
+        for stop in slow + [len(batch)]:
+            if not base.keys() - {"on_delivery"}:  # the common case: the tight loop
+                for i in range(start, stop):
+                    k, v = keys[i], values[i]
+                    try:
+                        producer.produce(topic, v, k, on_delivery=on_delivery)
+                    except (BufferError, KafkaException):
+                        refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
+                        if refused is not None:
+                            dead_letter("KAFKA_PRODUCE", refused, batch.to_records([i])[0], "Producer")
+                            continue
+                    producer.poll(0)
+                    produced += 1
+                    nbytes += len(v or b"") + len(k or b"")
+            else:
+                for i in range(start, stop):
+                    k, v = keys[i], values[i]
+                    refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
+                    if refused is not None:
+                        dead_letter("KAFKA_PRODUCE", refused, batch.to_records([i])[0], "Producer")
+                        continue
+                    producer.poll(0)
+                    produced += 1
+                    nbytes += len(v or b"") + len(k or b"")
+            if stop < len(batch):
+                send_record(batch.to_records([stop])[0])
+            start = stop + 1
+        return produced, nbytes
