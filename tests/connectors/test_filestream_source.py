@@ -2,7 +2,10 @@
 
 No Kafka here: the tests drive the connector and task as the runtime does
 (parse, start, task_configs, initialize, start, poll until ``None``) and keep
-"committed" offsets in a dict, the last offset of each partition of a run.
+"committed" offsets in a dict, the last offset of each partition of a run
+(a batch's ``source_offset``, also of a batch of no rows). Every test runs
+twice: with the task's batches (the default) and with its records, the
+batches read through their meaning, ``SourceBatch.to_records()``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from airflow_copycat.connect import (
     ConnectException,
     OffsetStorageReader,
     Schema,
+    SourceBatch,
     SourceTaskContext,
     task_partitions,
 )
@@ -53,6 +57,30 @@ class RecordingContext(SourceTaskContext):
                                 location=location))
 
 
+@pytest.fixture(autouse=True, params=[True, False], ids=["batches", "records"])
+def batches(request, monkeypatch):
+    """Run the test with the task returning batches, then records."""
+    monkeypatch.setattr(FileStreamSourceTask, "batches", request.param)
+    return request.param
+
+
+def poll(task, committed: dict | None = None) -> list | None:
+    """One ``task.poll()`` as records (batches expanded); records the offsets in ``committed``."""
+    out = task.poll()
+    if out is None:
+        return None
+    records = []
+    for item in out:
+        if isinstance(item, SourceBatch):
+            assert len({r.source_offset["position"] for r in item.to_records()}) == len(item)
+            records += item.to_records()
+        else:
+            records.append(item)
+        if committed is not None:
+            committed[canonical(item.source_partition)] = item.source_offset
+    return records
+
+
 def plan(config: dict, max_tasks: int = 1) -> list[dict]:
     connector = FileStreamSourceConnector()
     connector.start(FileStreamSourceConnector.parse_config(config))
@@ -73,15 +101,12 @@ def drain(task, committed: dict | None = None, limit: int = 10_000) -> list:
     """Poll until the task is caught up; record each partition's last offset in ``committed``."""
     records = []
     for _ in range(limit):
-        batch = task.poll()
+        batch = poll(task, committed)
         if batch is None:
             break
         records += batch
     else:
         pytest.fail("task never reported being caught up")
-    if committed is not None:
-        for r in records:
-            committed[canonical(r.source_partition)] = r.source_offset
     return records
 
 
@@ -168,7 +193,7 @@ def test_poll_returns_at_most_batch_size_records(tmp_path):
     path.write_text("".join(f"{i}\n" for i in range(10)))
     task = start_task(plan(config_for(path, **{"batch.size": 3}))[0])
     sizes = []
-    while (batch := task.poll()) is not None:
+    while (batch := poll(task)) is not None:
         sizes.append(len(batch))
     assert sizes == [3, 3, 3, 1]
     task.stop()
@@ -251,7 +276,7 @@ def test_missing_literal_file_is_read_once_it_appears(tmp_path):
     path = tmp_path / "later.log"
     tc = plan(config_for(path))[0]
     task = start_task(tc)
-    assert task.poll() is None
+    assert poll(task) is None
     path.write_text("hello\n")
     assert values(drain(task)) == ["hello"]
     task.stop()
@@ -286,12 +311,114 @@ def test_rotation_between_runs_resumed_half_way_through_the_old_file(tmp_path):
     os.rename(path, tmp_path / "app.log.1")
     path.write_text("5\n")
     task = start_task(plan(config_for(path, **{"batch.size": 2}))[0], committed)
-    batch = task.poll()
+    batch = poll(task)
     task.stop()  # the run dies after one batch: only that batch is committed
     assert values(batch) == ["2", "3"]
     for r in batch:
         committed[canonical(r.source_partition)] = r.source_offset
     assert values(run(config_for(path), committed)) == ["4", "5"]
+
+
+def run_tasks_at_once(config: dict, committed: dict, max_tasks: int) -> list:
+    """One run whose tasks all start (and read their committed offsets) before any of them reads."""
+    tasks = [start_task(tc, dict(committed)) for tc in plan(config, max_tasks)]
+    records = []
+    for task in tasks:
+        try:
+            records += drain(task, committed)
+        finally:
+            task.stop()
+    return records
+
+
+def _rotate(directory: Path, keep: int = 5) -> None:
+    """logrotate's rename scheme: app.log.(n) -> app.log.(n+1), ..., app.log -> app.log.1."""
+    for n in range(keep, 0, -1):
+        if (directory / f"app.log.{n}").exists():
+            os.rename(directory / f"app.log.{n}", directory / f"app.log.{n + 1}")
+    os.rename(directory / "app.log", directory / "app.log.1")
+
+
+@pytest.mark.parametrize("max_tasks", [1, 3])
+@pytest.mark.parametrize("pattern", ["app.log*", "*.log*", "*"])
+def test_glob_matching_rotated_names_reads_each_rotated_file_once(tmp_path, pattern, max_tasks):
+    config = config_for(tmp_path / pattern)
+    committed, got = {}, []
+
+    def append(name: str, *lines: str) -> None:
+        with open(tmp_path / name, "a") as f:
+            f.write("".join(f"{line}\n" for line in lines))
+
+    def one_run() -> None:
+        got.extend(values(run_tasks_at_once(config, committed, max_tasks)))
+
+    (tmp_path / "app.log").write_text("1\n2\n")
+    one_run()
+    append("app.log", "3")  # the tail written before the rename
+    _rotate(tmp_path)
+    append("app.log.1", "4")  # the writer still had it open
+    append("app.log", "5")
+    one_run()
+    handed = committed[canonical({"filename": str(tmp_path / "app.log.1")})]
+    assert handed["read.as"] == str(tmp_path / "app.log")  # app.log.1 read none of it: a hand-off
+    assert handed["inode"] == os.stat(tmp_path / "app.log.1").st_ino
+    one_run()  # nothing new: nothing read
+    append("app.log", "6")
+    _rotate(tmp_path)  # app.log.1 -> app.log.2: read by nobody again
+    append("app.log", "7")
+    one_run()
+    _rotate(tmp_path)  # two rotations between runs
+    append("app.log", "8")
+    _rotate(tmp_path)
+    append("app.log", "9")
+    one_run()
+    one_run()
+    assert sorted(got) == [str(i) for i in range(1, 10)], got  # each line once (tasks: in any order)
+
+
+def test_glob_matching_rotated_names_from_a_fresh_start(tmp_path):
+    """Rotated files never read before are read once (as their own partitions), then followed
+    through later rotations like the others."""
+    (tmp_path / "app.log.2").write_text("old-2\n")
+    (tmp_path / "app.log.1").write_text("old-1\n")
+    (tmp_path / "app.log").write_text("live\n")
+    config, committed = config_for(tmp_path / "app.log*"), {}
+    assert sorted(values(run(config, committed))) == ["live", "old-1", "old-2"]
+    with open(tmp_path / "app.log", "a") as f:
+        f.write("live-tail\n")
+    _rotate(tmp_path)
+    (tmp_path / "app.log").write_text("new\n")
+    assert sorted(values(run(config, committed))) == ["live-tail", "new"]
+    assert values(run(config, committed)) == []
+
+
+def test_glob_matching_copytruncate_copies_reads_each_line_once(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("1\n2\n")
+    config, committed = config_for(tmp_path / "app.log*"), {}
+    assert values(run(config, committed)) == ["1", "2"]
+    with open(path, "a") as f:
+        f.write("3\n")
+    (tmp_path / "app.log.1").write_bytes(path.read_bytes())  # copytruncate: copy, then truncate in place
+    with open(path, "r+") as f:
+        f.truncate(0)
+    path.write_text("4\n")
+    assert sorted(values(run(config, committed))) == ["3", "4"]
+    assert values(run(config, committed)) == []
+
+
+def test_offsets_committed_before_the_fix_still_resume(tmp_path):
+    """A rotated name that already has an offset of its own (read as a partition before hand-offs
+    existed) resumes from it, as does the live file."""
+    (tmp_path / "app.log.1").write_text("a\nb\n")
+    (tmp_path / "app.log").write_text("c\n")
+    config, committed = config_for(tmp_path / "app.log*"), {}
+    run(config, committed)
+    with open(tmp_path / "app.log.1", "a") as f:
+        f.write("b2\n")
+    with open(tmp_path / "app.log", "a") as f:
+        f.write("d\n")
+    assert sorted(values(run(config, committed))) == ["b2", "d"]
 
 
 def test_rotated_file_that_was_deleted_is_reported(tmp_path, caplog):
@@ -312,7 +439,7 @@ def test_rotation_during_a_run_drains_the_old_file_first(tmp_path):
     path = tmp_path / "app.log"
     path.write_text("1\n2\n3\n")
     task = start_task(plan(config_for(path, **{"batch.size": 2}))[0])
-    first = task.poll()
+    first = poll(task)
     assert values(first) == ["1", "2"]
     os.rename(path, tmp_path / "app.log.1")
     with open(tmp_path / "app.log.1", "a") as f:
@@ -485,7 +612,7 @@ def test_files_are_opened_when_read_closed_at_end_and_bounded(tmp_path):
     task = start_task(plan(config_for(tmp_path / "*.log", **{"batch.size": 1, "max.open.files": 4}))[0])
     assert _open_fds() == base  # nothing opened before it is read
     records, most = [], 0
-    while (batch := task.poll()) is not None:  # one line per poll leaves files open half-read
+    while (batch := poll(task)) is not None:  # one line per poll leaves files open half-read
         records += batch
         most = max(most, _open_fds() - base)
     assert 0 < most <= 4
@@ -501,7 +628,7 @@ def test_file_closed_half_read_and_rotated_meanwhile_loses_and_duplicates_nothin
     for p in names:
         p.write_text("".join(f"{p.stem}{j}\n" for j in range(3)))
     task = start_task(plan(config_for(tmp_path / "*.log", **{"batch.size": 1, "max.open.files": 2}))[0])
-    records = [r for _ in range(3) for r in task.poll()]  # a0, b0, c0: a.log evicted for c.log
+    records = [r for _ in range(3) for r in poll(task)]  # a0, b0, c0: a.log evicted for c.log
     os.rename(names[0], tmp_path / "a.log.1")
     with open(tmp_path / "a.log.1", "a") as f:
         f.write("a3\n")
@@ -549,9 +676,10 @@ _LOW_LIMIT_SCRIPT = textwrap.dedent("""
             lines = []
             try:
                 while (batch := task.poll()) is not None:
-                    lines += [r.value for r in batch]
-                    for r in batch:
-                        committed[canonical(r.source_partition)] = r.source_offset
+                    for item in batch:
+                        records = item.to_records() if hasattr(item, "to_records") else [item]
+                        lines += [r.value for r in records]
+                        committed[canonical(item.source_partition)] = item.source_offset
             finally:
                 task.stop()
             runs.append(lines)
