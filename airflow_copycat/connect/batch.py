@@ -30,8 +30,10 @@ What a batch may contain:
   ``date32`` for Date, ``time32``/``time64`` for Time, and ``struct``, ``list``
   and ``map`` for the Connect types of the same names. A null is a ``None``
   field value, exactly as in a record.
-* ``key_fields``: the value fields whose Struct is the key (``key_schema`` a
-  struct schema of those fields), or empty for no key. A primitive key is the
+* ``key_fields``: the columns whose Struct is the key, in the order of
+  ``key_schema``'s fields (usually value fields of the same names; a column may
+  carry another name when a transform renamed the value's field), or empty for
+  no key. A primitive key is the
   column :data:`KEY_COLUMN` with a primitive ``key_schema``.
 * ``source_partition`` / ``source_offset``: the one partition every row came
   from and the offset *after the batch's last row*: the framework commits it
@@ -119,8 +121,9 @@ class SourceBatch:
             table = table.take(pa.array(rows, type=pa.int64()))
         index = list(range(self.data.num_rows)) if rows is None else list(rows)
         values = column_values(table, self.value_schema)
-        if self.key_fields:
-            key_columns = column_values(table.select(list(self.key_fields)), self.key_schema)
+        if self.key_fields:  # the key's fields by position: a column may carry another name than its field
+            keys = table.select(list(self.key_fields)).rename_columns([f.name for f in self.key_schema.fields])
+            key_columns = column_values(keys, self.key_schema)
         elif self.has_key:
             key_columns = _values(table.column(KEY_COLUMN), self.key_schema)
         else:

@@ -3,11 +3,12 @@
 Called by the source loop (:mod:`.source`) for every batch a task's ``poll()``
 returns, on the task's thread. What it guarantees:
 
-* The bytes sent are those the per-record path would send: keys and values come
-  from :mod:`.batch_encoders`, and every row those cannot encode -- and every row
-  of a batch when the connector has transforms or a converter without a batch
-  encoder -- goes through the per-record step (``send_record``) with its record
-  from ``batch.to_records``: same transforms, same errors, same dead letters.
+* The bytes sent are those the per-record path would send: the transforms run
+  on the batch (:mod:`.batch_transforms`), keys and values come from
+  :mod:`.batch_encoders`, and every row those cannot encode -- and every row of a
+  batch when a transform cannot run on it or a converter has no batch encoder --
+  goes through the per-record step (``send_record``) with its record from the
+  original batch: same transforms, same errors, same dead letters.
 * Rows are produced in batch order; a row Kafka refuses before queuing it (too
   large) is dead-lettered as the per-record path does; a fatal producer error
   raises (the loop commits nothing past the last acknowledged record).
@@ -26,6 +27,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from ..connect.batch import SourceBatch
 from .batch_encoders import batch_encoder, side_columns
+from .batch_transforms import apply_chain
 
 
 def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Exception], Exception]):
@@ -69,22 +71,30 @@ class BatchProducer:
     def __init__(self, key_converter, value_converter, chain, producer, on_delivery, fatal):
         self.key_encoder = batch_encoder(key_converter)
         self.value_encoder = batch_encoder(value_converter)
-        self.columnar = not chain and self.key_encoder is not None and self.value_encoder is not None
+        self.columnar = self.key_encoder is not None and self.value_encoder is not None
+        self.chain = chain if chain else None
         self.producer, self.on_delivery, self.fatal = producer, on_delivery, fatal
 
-    def send(self, batch: SourceBatch, send_record, dead_letter) -> tuple[int, int]:
-        """Produce every row of ``batch``: in columns where it can, else through ``send_record(record)``
-        (which counts its own records). Returns (records produced here, their key+value bytes)."""
-        if not self.columnar or not len(batch):
-            for record in batch.to_records():
+    def send(self, original: SourceBatch, send_record, dead_letter) -> tuple[int, int, int]:
+        """Produce every row of ``original`` after the transforms: in columns where it can, else through
+        ``send_record(record)`` with the row's record before transforms (which counts, transforms and
+        dead-letters it itself). Returns (records produced here, their key+value bytes, rows a Filter
+        dropped here)."""
+        batch = original
+        if self.columnar and self.chain is not None and len(original):
+            batch = apply_chain(self.chain, original)
+        if not self.columnar or batch is None or not len(original):
+            for record in original.to_records():
                 send_record(record)
-            return 0, 0
+            return 0, 0, 0
+        if not len(batch):  # a Filter dropped every row: handled, so the batch's offset advances
+            return 0, 0, len(original)
         value = self.value_encoder.encode(batch, *side_columns(batch, False))
         key = self.key_encoder.encode(batch, *side_columns(batch, True)) if value is not None else None
         if value is None or key is None:
-            for record in batch.to_records():
+            for record in original.to_records():
                 send_record(record)
-            return 0, 0
+            return 0, 0, 0
         values, keys = byte_list(value.data), byte_list(key.data)
         slow = sorted(set(value.slow) | set(key.slow))
         base: dict[str, Any] = {"on_delivery": self.on_delivery}
@@ -106,7 +116,7 @@ class BatchProducer:
                     except (BufferError, KafkaException):
                         refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
                         if refused is not None:
-                            dead_letter("KAFKA_PRODUCE", refused, batch.to_records([i])[0], "Producer")
+                            dead_letter("KAFKA_PRODUCE", refused, original.to_records([i])[0], "Producer")
                             continue
                     producer.poll(0)
                     produced += 1
@@ -116,12 +126,12 @@ class BatchProducer:
                     k, v = keys[i], values[i]
                     refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
                     if refused is not None:
-                        dead_letter("KAFKA_PRODUCE", refused, batch.to_records([i])[0], "Producer")
+                        dead_letter("KAFKA_PRODUCE", refused, original.to_records([i])[0], "Producer")
                         continue
                     producer.poll(0)
                     produced += 1
                     nbytes += len(v or b"") + len(k or b"")
-            if stop < len(batch):
-                send_record(batch.to_records([stop])[0])
+            if stop < len(batch):  # a row the encoders left: the per-record path, transforms included
+                send_record(original.to_records([stop])[0])
             start = stop + 1
-        return produced, nbytes
+        return produced, nbytes, 0

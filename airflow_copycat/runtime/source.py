@@ -299,8 +299,9 @@ def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: Off
             if item.topic not in known_topics:
                 ensure_topic(admin, item.topic, partitions=new_partitions, replication_factor=new_rf,
                              known=known_topics)
-            count, nbytes = batch_step.send(item, send, dead_letter)
+            count, nbytes, filtered = batch_step.send(item, send, dead_letter)
             produced += count
+            stats.filtered += filtered
             entry = mark(item.source_partition, item.source_offset)  # after every row was handed over
             if entry is not None:
                 entry["records"] += count
