@@ -25,7 +25,8 @@ How each converter is done:
   or a value the converter refuses, makes its row a fallback row.
 * **StringConverter** (UTF-8): a string column as it is.
 * **ByteArrayConverter**: a binary column as it is.
-* Any other converter (Avro, a plugin): ``None``, the whole batch goes row by row.
+* **AvroConverter**: :mod:`.batch_avro`.
+* Any other converter (a plugin): ``None``, the whole batch goes row by row.
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ def batch_encoder(converter: Converter) -> BatchEncoder | None:
         return _StringBatchEncoder(converter)
     if t is ByteArrayConverter:
         return _BytesBatchEncoder(converter)
+    from ..connect.avro_converter import AvroConverter
+
+    if t is AvroConverter:
+        from .batch_avro import AvroBatchEncoder
+
+        return AvroBatchEncoder(converter)
     return None
 
 
@@ -314,16 +321,35 @@ def _time_ms(arr: pa.Array) -> pa.Array:
     return pc.divide(raw, 1_000 if unit == "us" else 1_000_000)  # non-negative: truncation is the floor
 
 
-def _decimal_base64(arr: pa.Array) -> pa.Array:
-    """Each decimal128 as Kafka's ``"<base64>"`` text: base64 of the minimal big-endian
-    two's-complement bytes of its unscaled value (``BigInteger.toByteArray``)."""
+def _decimal_minimal(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(big-endian 16-byte rows, how many trailing bytes of each are its minimal two's-complement
+    form) of a decimal128 array's unscaled values (``BigInteger.toByteArray``)."""
     n = len(arr)
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(arr.offset + n) * 16)[arr.offset * 16:]
     be = raw.reshape(n, 16)[:, ::-1]  # big-endian
     # a leading byte can go when it only extends the sign of the next one
     lead, nxt = be[:, :15], be[:, 1:]
     redundant = ((lead == 0) & (nxt < 0x80)) | ((lead == 0xFF) & (nxt >= 0x80))
-    length = 16 - np.cumprod(redundant, axis=1).sum(axis=1)
+    return be, 16 - np.cumprod(redundant, axis=1).sum(axis=1)
+
+
+def decimal_bytes(arr: pa.Array) -> pa.Array:
+    """Each decimal128's unscaled value as its minimal big-endian two's-complement bytes (Connect's
+    Decimal bytes, Avro's ``decimal``); nulls stay null."""
+    be, length = _decimal_minimal(arr)
+    ends = np.cumsum(length)
+    keep = np.arange(16)[None, :] >= (16 - length)[:, None]  # row-major: each row's bytes in order
+    data = np.ascontiguousarray(be[keep]) if len(arr) else np.empty(0, np.uint8)
+    out = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(arr), [
+        None, pa.py_buffer(np.concatenate([[0], ends]).astype(np.int64)), pa.py_buffer(data)])
+    return pc.if_else(arr.is_null(), pa.scalar(None, pa.large_binary()), out) if arr.null_count else out
+
+
+def _decimal_base64(arr: pa.Array) -> pa.Array:
+    """Each decimal128 as Kafka's ``"<base64>"`` text: base64 of the minimal big-endian
+    two's-complement bytes of its unscaled value (``BigInteger.toByteArray``)."""
+    n = len(arr)
+    be, length = _decimal_minimal(arr)
     width = 2 + (length + 2) // 3 * 4  # quotes + base64
     ends = np.cumsum(width)
     starts = ends - width

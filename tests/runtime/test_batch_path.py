@@ -69,12 +69,14 @@ CONVERTERS = {
     "json-schemas": {},
     "json-plain": {"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"},
     "json-numeric": {"value.converter.decimal.format": "NUMERIC", "value.converter.schemas.enable": "false"},
+    "avro-embedded": {"key.converter": "io.confluent.connect.avro.AvroConverter",
+                      "value.converter": "io.confluent.connect.avro.AvroConverter"},
 }
 
 
 @pytest.mark.parametrize("converters", list(CONVERTERS))
 def test_batches_write_what_their_records_write(worker_props, kafka_bootstrap, unique, converters):
-    # Given 500 generated rows, every 7th refused by the JsonConverter (a null in a required field),
+    # Given 500 generated rows, every 7th refused by the converter (a null in a required field),
     # errors tolerated into a dead-letter topic with context headers
     extra = {**CONVERTERS[converters], "bad.every": 7, "errors.tolerance": "all",
              "errors.deadletterqueue.topic.name": "set per run", "errors.deadletterqueue.context.headers.enable": "true"}
