@@ -45,15 +45,18 @@ class ErrorHandler:
 
     def __init__(self, config: Mapping[str, Any], task_id: int, worker: WorkerConfig, producer: Producer | None = None):
         """``producer``: one the task already has (sources), else the handler makes its own."""
+        from .settings import FrameworkSettings
+
+        s = FrameworkSettings.of(config)
         self.worker = worker
-        self.connector = str(config.get("name"))
+        self.connector = s.name
         self.task_id = task_id
-        self.tolerate = str(config.get("errors.tolerance", "none")).lower() == "all"
-        self.log_enabled = _bool(config.get("errors.log.enable"))
-        self.log_messages = _bool(config.get("errors.log.include.messages"))
-        self.dlq_topic = config.get("errors.deadletterqueue.topic.name") or ""
-        self.context_headers = _bool(config.get("errors.deadletterqueue.context.headers.enable"))
-        self.dlq_replication_factor = int(config.get("errors.deadletterqueue.topic.replication.factor") or -1)
+        self.tolerate = s.tolerate_errors
+        self.log_enabled = s.log_errors
+        self.log_messages = s.log_error_messages
+        self.dlq_topic = s.dlq_topic
+        self.context_headers = s.dlq_context_headers
+        self.dlq_replication_factor = s.dlq_replication_factor
         self._producer: Producer | None = producer
         self._dlq_ready = False
         self.count = 0
@@ -137,10 +140,6 @@ class ErrorHandler:
                     f"connector {self.connector}: could not write to dead-letter queue {self.dlq_topic}: "
                     + (self._dlq_errors[0] if self._dlq_errors else f"{left} records not acknowledged")
                 )
-
-
-def _bool(v) -> bool:
-    return v is True or str(v).lower() == "true"
 
 
 def replay_config(original: Mapping[str, Any], *, name: str | None = None, replay_topic: str = "") -> dict[str, Any]:

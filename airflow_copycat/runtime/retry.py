@@ -77,8 +77,11 @@ class RetryPolicy:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "RetryPolicy":
-        """The policy of a connector config's ``errors.retry.*`` keys (Kafka Connect's defaults: 0 and 60000)."""
-        return cls(int(config.get("errors.retry.timeout") or 0), int(config.get("errors.retry.delay.max.ms") or 60000))
+        """The policy of a connector config's ``errors.retry.*`` keys (their declared defaults: 0 and 60000)."""
+        from .settings import FrameworkSettings
+
+        s = FrameworkSettings.of(config)
+        return cls(s.retry_timeout_ms, s.retry_delay_max_ms)
 
     def call(self, fn: Callable[[], T], *, what: str, where: str = "", failed: BaseException | None = None) -> T:
         """``fn()``, retried while it raises a retriable error and the budget lasts.

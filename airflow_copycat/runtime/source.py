@@ -1,18 +1,32 @@
-"""The source loop: poll -> convert -> produce -> commit offsets, for one bounded run.
+"""The source loop: poll -> transform -> convert -> produce -> commit offsets, for one bounded run.
 
-Offsets are committed (written to the offset store) only after ``producer.flush()``
-returned with every record up to them acknowledged; a delivery failure fails the
-task without committing. The run ends when ``poll()`` returns ``None`` (caught
-up) or the run's budget (``copycat.run.max.records`` / ``copycat.run.max.ms``)
-is spent; offsets are committed every ``offset.flush.interval.ms`` and at the end.
+:func:`run_source_task` runs one task config as a :class:`SourceRun`, whose
+steps are named for what they do:
 
-Each record goes through the connector's transforms (``transforms=...``; a
-dropped record's offset still advances) and converters. A record that fails
-either is handled by ``errors.*`` (fail the task naming the record, or count,
-log and dead-letter it). Retriable failures -- reaching Kafka at start, a
-``poll()`` raising :class:`RetriableException` -- are retried within
-``errors.retry.timeout``. With exactly-once delivery (:mod:`.transactions`) the
-records and their offsets are committed in one Kafka transaction instead.
+* ``start`` -- the producer (transactional for exactly-once), the error handler,
+  the committed offsets, the connector's task, converters and transforms;
+* ``poll`` -- the task's next records and batches (retried when retriable);
+* ``send`` -- one record through transforms, converters and the producer (the
+  per-record path); ``send_batch`` -- one :class:`~..connect.batch.SourceBatch`
+  in columns (:mod:`.batch_producer`), whose rows fall back to ``send``;
+* ``mark`` -- an offset becomes committable once everything before it was handed
+  to the producer, dead-lettered or dropped by a transform;
+* ``commit`` -- offsets are written to the offset store only after
+  ``producer.flush()`` returned with every record up to them acknowledged (with
+  exactly-once, in the same Kafka transaction as the records); a delivery
+  failure fails the task without committing.
+
+The run ends when ``poll()`` returns ``None`` (caught up) or the run's budget
+(``copycat.run.max.records`` / ``copycat.run.max.ms``) is spent; offsets are
+committed every ``offset.flush.interval.ms`` (or per poll / per
+``transaction.boundary.interval.ms`` with exactly-once) and at the end. Framework
+keys are read once, typed, through :class:`.settings.FrameworkSettings`.
+
+A record that fails a transform or a converter is handled by ``errors.*`` (fail
+the task naming the record, or count, log and dead-letter it -- the record as
+the connector made it, before transforms). Retriable failures -- reaching Kafka
+at start, a ``poll()`` raising :class:`RetriableException`, a schema registry
+briefly away -- are retried within ``errors.retry.timeout``.
 
 A windowed task config (``copycat.window.start`` / ``copycat.window.end``, an Airflow
 backfill run) reads and commits its offsets under the window's namespace
@@ -25,25 +39,25 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from confluent_kafka import Producer
 
 from ..connect.assignment import canonical
 from ..connect.batch import SourceBatch
-from ..connect.errors import ConnectException
 from ..connect.connector import task_partitions
 from ..connect.dead_letters import encode_source_record, raw_data_headers
+from ..connect.errors import ConnectException
 from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
-from . import plugins
-from . import transactions, windows
-from .errors import ErrorHandler
+from . import plugins, transactions, windows
 from .batch_producer import BatchProducer, produce
+from .errors import ErrorHandler
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
+from .settings import FrameworkSettings
 from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
@@ -70,304 +84,324 @@ class _Context(SourceTaskContext):
         self.skipped.append((next_sequence(), source_partition, source_offset))
 
 
-def _overrides(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
-
-
-def _transaction_interval_ms(config: Mapping[str, Any], worker: WorkerConfig) -> int | None:
-    """How long a transaction stays open at most between commits (``interval`` boundary), or ``None``."""
-    if str(config.get("transaction.boundary") or "poll") != "interval":
-        return None
-    return int(config.get("transaction.boundary.interval.ms") or worker.offset_flush_interval_ms)
-
-
-def _reached(stats: TaskStats, limit: int = 400) -> str:
-    """Where a task's partitions stand, for errors: ``partition -> offset`` reached so far."""
-    text = ", ".join(f"{key} at {json.dumps(e['offset_after'])}" for key, e in stats.partitions.items())
-    return "offsets reached: " + (text if len(text) <= limit else text[:limit] + "...")
-
-
-def run_source_task(task: Mapping[str, Any], worker: WorkerConfig, *, store: OffsetStore | None = None) -> dict:
+def run_source_task(task: dict, worker: WorkerConfig, *, store: OffsetStore | None = None) -> dict:
     """Run one source task config (``{"task": id, "config": {...}}``) for one bounded run.
 
     Returns the task result (see :mod:`.result`); a failure is reported in the
     result (``status: failed``), never raised, so one task's failure does not hide
     the others' results.
     """
-    config = dict(task["config"])
-    name = str(config["name"])
-    stats = TaskStats(int(task["task"]), name, "source")
-    store = store or offset_store(worker)
-    producer: Producer | None = None
-    source_task: SourceTask | None = None
-    txn: transactions.SourceTransaction | None = None
-    chain: TransformChain | None = None
-    retry = RetryPolicy.from_config(config)
-    final_commit: list = []  # commit(), once the loop is set up: a failed run still commits what Kafka acknowledged
-    try:
-        offsets_name = windows.offsets_name(config)  # the live offsets' name, or the window's own
-        if offsets_name != name:
-            log.info("connector %s task %s: windowed run, offsets kept under %s", name, stats.task, offsets_name)
-        producer_cfg = worker.producer_config(_overrides(config, "producer.override."))
+    return SourceRun(task, worker, store).run()
+
+
+class SourceRun:
+    """One bounded run of one source task; see the module docstring for its steps."""
+
+    def __init__(self, task: dict, worker: WorkerConfig, store: OffsetStore | None = None):
+        self.config = dict(task["config"])
+        self.settings = FrameworkSettings.of(self.config)
+        self.name = self.settings.name
+        self.worker = worker
+        self.stats = TaskStats(int(task["task"]), self.name, "source")
+        self.store = store or offset_store(worker)
+        self.retry = RetryPolicy(self.settings.retry_timeout_ms, self.settings.retry_delay_max_ms)
+        self.producer: Producer | None = None
+        self.txn: transactions.SourceTransaction | None = None
+        self.task: SourceTask | None = None
+        self.chain: TransformChain | None = None
+        self.started = False  # start() completed: commit() may run
+        self.pending: dict[str, tuple[Any, Any]] = {}  # canonical partition -> (partition, next offset)
+        self.produced = 0
+        self.delivery_errors: list[str] = []
+        self._committed_at = (0, 0)  # records produced and dead-lettered at the last transaction's commit
+        self._last: tuple[Any, Any] = (None, None)  # the last partition object marked, and its stats entry
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self) -> dict:
+        stats = self.stats
+        try:
+            self.start()
+            self.loop()
+            self.commit()
+            stats.errors, stats.dead_lettered = self.handler.count, self.handler.dlq_count
+        except Exception as e:
+            log.exception("connector %s task %s failed", self.name, stats.task)
+            stats.fail(e)
+            if self.started and self.txn is None:
+                # As Kafka Connect's final offset commit: the records Kafka acknowledged before the
+                # failure stay done, so the rerun does not send them again (commit() writes nothing
+                # unless every record produced so far was acknowledged).
+                try:
+                    self.commit()
+                except Exception as again:  # noqa: BLE001 -- the run's own error is the one to report
+                    log.warning("connector %s task %s: offsets after the failure not committed: %s", self.name,
+                                stats.task, again)
+        finally:
+            self.close()
+        return stats.to_dict()
+
+    def start(self) -> None:
+        """Producer, error handler, committed offsets, the task, converters and transforms."""
+        config, worker, stats, retry, store, s = self.config, self.worker, self.stats, self.retry, self.store, \
+            self.settings
+        self.offsets_name = windows.offsets_name(config)  # the live offsets' name, or the window's own
+        if self.offsets_name != self.name:
+            log.info("connector %s task %s: windowed run, offsets kept under %s", self.name, stats.task,
+                     self.offsets_name)
+        producer_cfg = worker.producer_config({k[len("producer.override."):]: v for k, v in config.items()
+                                               if k.startswith("producer.override.")})
         if transactions.exactly_once(config, worker):
-            tid = transactions.transactional_id(worker, offsets_name, stats.task)
-            txn = transactions.SourceTransaction(producer_cfg, tid, store, offsets_name,
-                                                 interval_ms=_transaction_interval_ms(config, worker))
-            producer = txn.producer
+            tid = transactions.transactional_id(worker, self.offsets_name, stats.task)
+            interval = None if s.transaction_boundary != "interval" else \
+                (s.transaction_interval_ms or worker.offset_flush_interval_ms)
+            self.txn = transactions.SourceTransaction(producer_cfg, tid, store, self.offsets_name,
+                                                      interval_ms=interval)
+            self.producer = self.txn.producer
             # before reading offsets: fences earlier attempts and aborts their open transaction
-            retry.call(txn.start, what=f"registering transactional.id {tid}")
+            retry.call(self.txn.start, what=f"registering transactional.id {tid}")
             stats.transactional_id = tid
         else:
-            producer = Producer(producer_cfg)
-        handler = ErrorHandler(config, stats.task, worker, producer)
-        retry.call(handler.prepare, what=f"creating dead-letter topic {handler.dlq_topic}")
-        committed = retry.call(lambda: store.read(offsets_name),
-                               what=f"reading the offsets of {offsets_name} from {store.describe()}")
+            self.producer = Producer(producer_cfg)
+        self.handler = ErrorHandler(config, stats.task, worker, self.producer)
+        retry.call(self.handler.prepare, what=f"creating dead-letter topic {self.handler.dlq_topic}")
+        self.committed = retry.call(lambda: store.read(self.offsets_name),
+                                    what=f"reading the offsets of {self.offsets_name} from {store.describe()}")
         retry.call(store.prepare_writes, what=f"preparing offset writes to {store.describe()}")
         for partition in task_partitions(config):
-            stats.partition(partition, committed.get(canonical(partition), {}).get("offset"))
-        pending: dict[str, tuple[Any, Any]] = {}
-        last: list[Any] = [None, None]  # the last partition object seen and its stats entry
-
-        def mark(partition, offset) -> dict | None:
-            """Record ``offset`` as the partition's next committable offset; return its stats entry."""
-            if partition is None:
-                return None
-            if partition is not last[0]:  # tasks usually reuse one partition object per partition
-                key = canonical(partition)
-                if key not in stats.partitions:
-                    stats.partition(partition, committed.get(key, {}).get("offset"))
-                last[0], last[1] = partition, (key, stats.partitions[key])
-            key, entry = last[1]
-            entry["offset_after"] = offset
-            pending[key] = (partition, offset)
-            return entry
-
+            stats.partition(partition, self.committed.get(canonical(partition), {}).get("offset"))
         cls = plugins.resolve_connector(str(config["connector.class"]))
-        ctx = _Context(config, SnapshotOffsetReader(committed), handler,
-                       worker.client_config() if getattr(cls, "reads_kafka", False) else None)
-        source_task = cls().task_class()()
-        source_task.initialize(ctx)
-        source_task.start(config)
-        key_conv = plugins.make_converter(config, worker.props, True)
-        value_conv = plugins.make_converter(config, worker.props, False)
-        chain = build_chain(config)
+        self.context = _Context(config, SnapshotOffsetReader(self.committed), self.handler,
+                                worker.client_config() if getattr(cls, "reads_kafka", False) else None)
+        self.task = cls().task_class()()
+        self.task.initialize(self.context)
+        self.task.start(config)
+        self.key_converter = plugins.make_converter(config, worker.props, True)
+        self.value_converter = plugins.make_converter(config, worker.props, False)
+        self.chain = build_chain(config)
+        self.batches = BatchProducer(self.key_converter, self.value_converter, self.chain, self.producer,
+                                     self.on_delivery, self.fatal)
+        self.admin = admin_client(worker.admin_config())
+        self.known_topics = retry.call(lambda: existing_topics(self.admin), what="listing topics")
+        self.started = True
 
-        delivery_errors: list[str] = []
+    def loop(self) -> None:
+        """Poll and send until the task is caught up or the run's budget is spent, committing on the way."""
+        s, stats, handler = self.settings, self.stats, self.handler
+        flush_every = self.worker.offset_flush_interval_ms / 1000.0
+        commit_every_poll = self.txn is not None and s.transaction_boundary == "poll"
+        if self.txn is not None and not commit_every_poll and s.transaction_interval_ms:
+            flush_every = s.transaction_interval_ms / 1000.0
+        last_commit = started = time.monotonic()
+        while True:
+            if 0 <= s.run_max_records <= self.produced:
+                log.info("connector %s task %s: record budget of %s reached", self.name, stats.task,
+                         s.run_max_records)
+                break
+            if s.run_max_ms >= 0 and (time.monotonic() - started) * 1000 >= s.run_max_ms:
+                log.info("connector %s task %s: time budget of %s ms reached", self.name, stats.task, s.run_max_ms)
+                break
+            items = self.poll()
+            skipped, self.context.skipped = self.context.skipped, []
+            if items is None:
+                for _, partition, offset in skipped:
+                    self.mark(partition, offset)
+                break
+            if not items and not skipped:
+                time.sleep(0.05)
+            for item in items:
+                while skipped and skipped[0][0] < item.sequence:  # a tolerated record the task skipped before it
+                    _, partition, offset = skipped.pop(0)
+                    self.mark(partition, offset)
+                if isinstance(item, SourceBatch):
+                    self.send_batch(item)
+                else:
+                    self.send(item)
+            for _, partition, offset in skipped:
+                self.mark(partition, offset)
+            stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
+            if (commit_every_poll and self.pending) or time.monotonic() - last_commit >= flush_every:
+                self.commit()
+                last_commit = time.monotonic()
 
-        def on_delivery(err, msg):
-            if err is not None:
-                delivery_errors.append(f"{msg.topic()}: {err.str()}")
+    def close(self) -> None:
+        stats = self.stats
+        if self.task is not None:
+            try:
+                self.task.stop()
+            except Exception:  # stop() must not hide the run's outcome
+                log.exception("connector %s task %s: stop() raised", self.name, stats.task)
+        if self.chain is not None:
+            self.chain.close()
+        if self.txn is not None:
+            self.txn.close()  # aborts what a failed run left open
+            stats.transactions = self.txn.commits
+        elif self.producer is not None:
+            self.producer.flush(30)
+        self.store.close()
+        stats.retries = self.retry.retries
+        stats.duration_s = None
 
-        committed_at = [0, 0]  # records produced and dead-lettered when the last transaction committed
+    # ---------------------------------------------------------------- the steps
 
-        def commit():
-            if txn is not None:  # records, dead letters and offsets commit together or not at all
-                if delivery_errors:
-                    raise ConnectException(f"delivery failed: {delivery_errors[0]}; the transaction is aborted")
-                if not pending and committed_at == [produced, handler.dlq_count]:
-                    return  # nothing since the last commit: no empty transaction
-                txn.commit(list(pending.values()))
-                committed_at[:] = [produced, handler.dlq_count]
-                pending.clear()
-                source_task.commit()
+    def poll(self):
+        try:
+            return self.task.poll()
+        except Exception as e:
+            if not is_retriable(e):
+                raise
+            return self.retry.call(self.task.poll, what=f"poll() of connector {self.name} task {self.stats.task}",
+                                   where=_reached(self.stats), failed=e)
+
+    def send(self, record) -> None:
+        """One record: transform, convert, produce (the per-record path, and every batch's fallback)."""
+        original = record  # what the connector made: what a dead letter keeps, for a replay to rebuild
+        chain = self.chain
+        if chain:
+            try:
+                record = chain.apply(record)
+            except TransformError as e:
+                if not is_retriable(e):
+                    self.dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name, e.transform_alias)
+                    return
+                try:
+                    record = self.retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
+                                             where=json.dumps(original.source_partition), failed=e)
+                except ConnectException as again:
+                    self.dead_letter("TRANSFORMATION", again, original, e.class_name, e.transform_alias)
+                    return
+            if record is None:  # dropped by a transform: handled, so its offset advances
+                self.stats.filtered += 1
+                self.mark(original.source_partition, original.source_offset)
                 return
-            handler.flush()
-            left = producer.flush(120)
-            if left or delivery_errors:
-                why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {delivery_errors[0]}"
-                raise ConnectException(why + "; offsets were not committed past them")
-            if pending:
-                store.write(offsets_name, list(pending.values()))
-                pending.clear()
-            source_task.commit()
+        topic = record.topic
+        if topic not in self.known_topics:
+            self.ensure_topic(topic)
+        key = self.convert("KEY_CONVERTER", self.key_converter, record, original, record.key_schema, record.key)
+        if key is _FAILED:
+            return
+        value = self.convert("VALUE_CONVERTER", self.value_converter, record, original, record.value_schema,
+                             record.value)
+        if value is _FAILED:
+            return
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self.on_delivery}
+        if record.kafka_partition is not None:
+            kwargs["partition"] = record.kafka_partition
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if record.headers:
+            kwargs["headers"] = list(record.headers)
+        refused = produce(self.producer, topic, kwargs, self.fatal)
+        if refused is not None:
+            self.dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
+            return
+        self.producer.poll(0)
+        self.produced += 1
+        entry = self.mark(record.source_partition, record.source_offset)
+        if entry is not None:
+            entry["records"] += 1
+            entry["bytes"] += len(value or b"") + len(key or b"")
+        topics = self.stats.topics
+        topics[topic] = topics.get(topic, 0) + 1
 
-        final_commit.append(commit)
+    def send_batch(self, batch: SourceBatch) -> None:
+        """One batch: transformed, encoded and produced in columns where it can be, else row by row
+        through :meth:`send`; its offset is marked once every row was handed over."""
+        if batch.topic not in self.known_topics:
+            self.ensure_topic(batch.topic)
+        count, nbytes, filtered = self.batches.send(batch, self.send, self.dead_letter)
+        self.produced += count
+        self.stats.filtered += filtered
+        entry = self.mark(batch.source_partition, batch.source_offset)
+        if entry is not None:
+            entry["records"] += count
+            entry["bytes"] += nbytes
+        if count:
+            topics = self.stats.topics
+            topics[batch.topic] = topics.get(batch.topic, 0) + count
 
-        def dead_letter(stage: str, error: Exception, record, class_name: str = "", transform: str = "") -> None:
-            """Hand a record that failed on its way in to the error handler (raises unless tolerated)."""
-            location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
-            if transform:
-                location += f" in transform {transform!r} ({class_name})"
-            key, value, ours = encode_source_record(record)
-            handler.handle(stage, error, location=location, key=key, value=value, headers=list(record.headers) + ours,
-                           source_partition=record.source_partition, source_offset=record.source_offset,
-                           class_name=class_name)
-            stats.errors = handler.count
-            mark(record.source_partition, record.source_offset)
-
-        def convert_again(stage: str, conv, record, original, schema, data, error: Exception):
-            """After a conversion of ``record`` failed with ``error``: retry it if retriable (a schema
-            registry briefly unreachable); hand what still fails to :func:`dead_letter` (``original``,
-            the record before transforms) and return ``_FAILED``."""
+    def convert(self, stage: str, converter, record, original, schema, data):
+        """Key or value bytes of ``record``; a failure is retried if retriable (a schema registry briefly
+        unreachable), and what still fails goes to :meth:`dead_letter` (``original``, the record before
+        transforms) and gives ``_FAILED``."""
+        try:
+            return converter.from_connect_data(record.topic, schema, data)
+        except Exception as error:  # noqa: BLE001 -- retried if retriable, else the handler decides
             try:
                 if not is_retriable(error):
-                    raise error
-                return retry.call(lambda: conv.from_connect_data(record.topic, schema, data), failed=error,
-                                  what=f"{stage} for topic {record.topic}", where=json.dumps(record.source_partition))
+                    raise
+                return self.retry.call(lambda: converter.from_connect_data(record.topic, schema, data),
+                                       failed=error, what=f"{stage} for topic {record.topic}",
+                                       where=json.dumps(record.source_partition))
             except Exception as final:
-                dead_letter(stage, final, original, type(conv).__name__)
+                self.dead_letter(stage, final, original, type(converter).__name__)
                 return _FAILED
 
-        def poll():
-            try:
-                return source_task.poll()
-            except Exception as e:
-                if not is_retriable(e):
-                    raise
-                return retry.call(source_task.poll, what=f"poll() of connector {name} task {stats.task}",
-                                  where=_reached(stats), failed=e)
+    def dead_letter(self, stage: str, error: Exception, record, class_name: str = "", transform: str = "") -> None:
+        """Hand a record that failed on its way in to the error handler (raises unless tolerated)."""
+        location = f"{json.dumps(record.source_partition)} offset {json.dumps(record.source_offset)}"
+        if transform:
+            location += f" in transform {transform!r} ({class_name})"
+        key, value, ours = encode_source_record(record)
+        self.handler.handle(stage, error, location=location, key=key, value=value,
+                            headers=list(record.headers) + ours, source_partition=record.source_partition,
+                            source_offset=record.source_offset, class_name=class_name)
+        self.stats.errors = self.handler.count
+        self.mark(record.source_partition, record.source_offset)
 
-        admin = admin_client(worker.admin_config())
-        known_topics = retry.call(lambda: existing_topics(admin), what="listing topics")
-        new_partitions = int(config.get("topic.creation.default.partitions") or 1)
-        new_rf = int(config.get("topic.creation.default.replication.factor") or -1)
-        max_records = int(config.get("copycat.run.max.records") or -1)
-        max_ms = int(config.get("copycat.run.max.ms") or -1)
-        flush_every = worker.offset_flush_interval_ms / 1000.0
-        boundary_poll = txn is not None and str(config.get("transaction.boundary") or "poll") == "poll"
-        if txn is not None and not boundary_poll and config.get("transaction.boundary.interval.ms"):
-            flush_every = int(config["transaction.boundary.interval.ms"]) / 1000.0
-        last_commit = started = time.monotonic()
-        produced = 0
-        topics = stats.topics
+    def ensure_topic(self, topic: str) -> None:
+        ensure_topic(self.admin, topic, partitions=self.settings.new_topic_partitions,
+                     replication_factor=self.settings.new_topic_replication_factor, known=self.known_topics)
 
-        def fatal(e: Exception) -> Exception:
-            return txn.error("producing", e) if txn is not None else e
+    def mark(self, partition, offset) -> dict | None:
+        """Record ``offset`` as the partition's next committable offset; return its stats entry."""
+        if partition is None:
+            return None
+        if partition is not self._last[0]:  # tasks usually reuse one partition object per partition
+            key = canonical(partition)
+            if key not in self.stats.partitions:
+                self.stats.partition(partition, self.committed.get(key, {}).get("offset"))
+            self._last = (partition, (key, self.stats.partitions[key]))
+        key, entry = self._last[1]
+        entry["offset_after"] = offset
+        self.pending[key] = (partition, offset)
+        return entry
 
-        def send(record) -> None:
-            """One record: transform, convert, produce (the per-record path, and every batch's fallback)."""
-            nonlocal produced
-            original = record  # what the connector made: what a dead letter keeps, for a replay to rebuild
-            if chain:
-                try:
-                    record = chain.apply(record)
-                except TransformError as e:
-                    if is_retriable(e):
-                        try:
-                            record = retry.call(lambda: chain.apply(original), what=f"transform {e.transform_alias}",
-                                                where=json.dumps(original.source_partition), failed=e)
-                        except ConnectException as again:
-                            dead_letter("TRANSFORMATION", again, original, e.class_name, e.transform_alias)
-                            return
-                    else:
-                        dead_letter("TRANSFORMATION", e.__cause__ or e, original, e.class_name, e.transform_alias)
-                        return
-                if record is None:  # dropped by a transform: handled, so its offset advances
-                    stats.filtered += 1
-                    mark(original.source_partition, original.source_offset)
-                    return
-            if record.topic not in known_topics:
-                ensure_topic(admin, record.topic, partitions=new_partitions, replication_factor=new_rf, known=known_topics)
-            try:
-                key = key_conv.from_connect_data(record.topic, record.key_schema, record.key)
-            except Exception as e:  # conversion failure: retried if retriable, else the handler decides
-                key = convert_again("KEY_CONVERTER", key_conv, record, original, record.key_schema, record.key, e)
-                if key is _FAILED:
-                    return
-            try:
-                value = value_conv.from_connect_data(record.topic, record.value_schema, record.value)
-            except Exception as e:
-                value = convert_again("VALUE_CONVERTER", value_conv, record, original, record.value_schema,
-                                      record.value, e)
-                if value is _FAILED:
-                    return
-            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
-            if record.kafka_partition is not None:
-                kwargs["partition"] = record.kafka_partition
-            if record.timestamp is not None:
-                kwargs["timestamp"] = record.timestamp
-            if record.headers:
-                kwargs["headers"] = list(record.headers)
-            refused = produce(producer, record.topic, kwargs, fatal)
-            if refused is not None:
-                dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
-                return
-            producer.poll(0)
-            produced += 1
-            entry = mark(record.source_partition, record.source_offset)
-            if entry is not None:
-                entry["records"] += 1
-                entry["bytes"] += len(value or b"") + len(key or b"")
-            topics[record.topic] = topics.get(record.topic, 0) + 1
+    def commit(self) -> None:
+        """Commit the marked offsets once every record before them is acknowledged (see the module docstring)."""
+        if self.txn is not None:  # records, dead letters and offsets commit together or not at all
+            if self.delivery_errors:
+                raise ConnectException(f"delivery failed: {self.delivery_errors[0]}; the transaction is aborted")
+            now = (self.produced, self.handler.dlq_count)
+            if not self.pending and self._committed_at == now:
+                return  # nothing since the last commit: no empty transaction
+            self.txn.commit(list(self.pending.values()))
+            self._committed_at = now
+            self.pending.clear()
+            self.task.commit()
+            return
+        self.handler.flush()
+        left = self.producer.flush(120)
+        if left or self.delivery_errors:
+            why = f"{left} record(s) not acknowledged" if left else f"delivery failed: {self.delivery_errors[0]}"
+            raise ConnectException(why + "; offsets were not committed past them")
+        if self.pending:
+            self.store.write(self.offsets_name, list(self.pending.values()))
+            self.pending.clear()
+        self.task.commit()
 
-        batch_step = BatchProducer(key_conv, value_conv, chain, producer, on_delivery, fatal)
+    # ---------------------------------------------------------------- producer callbacks
 
-        def send_batch(item: SourceBatch) -> None:
-            """One batch: encoded and produced in columns where it can be, else row by row through send()."""
-            nonlocal produced
-            if item.topic not in known_topics:
-                ensure_topic(admin, item.topic, partitions=new_partitions, replication_factor=new_rf,
-                             known=known_topics)
-            count, nbytes, filtered = batch_step.send(item, send, dead_letter)
-            produced += count
-            stats.filtered += filtered
-            entry = mark(item.source_partition, item.source_offset)  # after every row was handed over
-            if entry is not None:
-                entry["records"] += count
-                entry["bytes"] += nbytes
-            if count:
-                topics[item.topic] = topics.get(item.topic, 0) + count
+    def on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.delivery_errors.append(f"{msg.topic()}: {err.str()}")
 
-        while True:
-            if max_records >= 0 and produced >= max_records:
-                log.info("connector %s task %s: record budget of %s reached", name, stats.task, max_records)
-                break
-            if max_ms >= 0 and (time.monotonic() - started) * 1000 >= max_ms:
-                log.info("connector %s task %s: time budget of %s ms reached", name, stats.task, max_ms)
-                break
-            batch = poll()
-            skipped, ctx.skipped = ctx.skipped, []
-            if batch is None:
-                for _, partition, offset in skipped:
-                    mark(partition, offset)
-                break
-            if not batch and not skipped:
-                time.sleep(0.05)
-            for item in batch:
-                sequence = item.sequence
-                while skipped and skipped[0][0] < sequence:  # a tolerated record the task skipped before this one
-                    _, partition, offset = skipped.pop(0)
-                    mark(partition, offset)
-                if isinstance(item, SourceBatch):
-                    send_batch(item)
-                else:
-                    send(item)
-            for _, partition, offset in skipped:
-                mark(partition, offset)
-            stats.errors = handler.count
-            stats.dead_lettered = handler.dlq_count
-            if (boundary_poll and pending) or time.monotonic() - last_commit >= flush_every:
-                commit()
-                last_commit = time.monotonic()
-        commit()
-        stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
-    except Exception as e:
-        log.exception("connector %s task %s failed", name, stats.task)
-        stats.fail(e)
-        if final_commit and txn is None:
-            # As Kafka Connect's final offset commit: the records Kafka acknowledged before the
-            # failure stay done, so the rerun does not send them again (commit() writes nothing
-            # unless every record produced so far was acknowledged).
-            try:
-                final_commit[0]()
-            except Exception as again:  # noqa: BLE001 -- the run's own error is the one to report
-                log.warning("connector %s task %s: offsets after the failure not committed: %s", name, stats.task,
-                            again)
-    finally:
-        if source_task is not None:
-            try:
-                source_task.stop()
-            except Exception:  # stop() must not hide the run's outcome
-                log.exception("connector %s task %s: stop() raised", name, stats.task)
-        if chain is not None:
-            chain.close()
-        if txn is not None:
-            txn.close()  # aborts what a failed run left open
-            stats.transactions = txn.commits
-        elif producer is not None:
-            producer.flush(30)
-        store.close()
-        stats.retries = retry.retries
-        stats.duration_s = None
-    return stats.to_dict()
+    def fatal(self, e: Exception) -> Exception:
+        """The error a fatal producer error ends the run with (the transaction's, with exactly-once)."""
+        return self.txn.error("producing", e) if self.txn is not None else e
+
+
+def _reached(stats: TaskStats, limit: int = 400) -> str:
+    """Where a task's partitions stand, for errors: ``partition -> offset`` reached so far."""
+    text = ", ".join(f"{key} at {json.dumps(e['offset_after'])}" for key, e in stats.partitions.items())
+    return "offsets reached: " + (text if len(text) <= limit else text[:limit] + "...")
