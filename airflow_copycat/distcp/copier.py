@@ -18,19 +18,22 @@ so no reader ever takes a partial output for a staged one. Its JSON::
 
 Attempts: a unit may be copied by several attempts at once (a retried task
 whose first attempt still runs, Spark speculation). Each attempt writes only
-temporaries of its own, ``staging.file_dir(f)/_attempts/<time>-<random>/<n>``, and
-renames them to their final names only once the whole file is checked (size,
-checksum); a final name thus only ever receives the complete output of this
-file id -- the same bytes whichever attempt wrote it (or, for ``encrypt``, an
-equally valid ciphertext of them) -- so attempts committing the same name
-concurrently is harmless, and no attempt removes a final name (but to replace
-it, where a rename does not overwrite), a marker or another attempt's
-temporaries. On failure (or success) an attempt removes
-its own ``_attempts/<...>`` directory; the temporaries of an attempt that died
-stay until the publisher drops the file's staging directory.
+temporaries of its own, ``staging.file_dir(f)/_attempt-<time>-<random>-<n>``
+(:mod:`.attempt`), and renames them to their final names only once the whole
+file is checked (size, checksum); a final name thus only ever receives the
+complete output of this file id -- the same bytes whichever attempt wrote it
+(or, for ``encrypt``, an equally valid ciphertext of them) -- so attempts
+committing the same name concurrently is harmless, and no attempt removes a
+final name (but to replace it, where a rename does not overwrite), a marker or
+another attempt's temporaries. On failure (or success) an attempt removes the
+temporaries it has not renamed; those of an attempt that died stay until the
+publisher drops the file's staging directory.
 
 Whole file (``parts == 1``): the source is streamed (4 MiB reads) through the
-file's converters (:mod:`.converters`) into temporaries, then renamed to
+file's converters (:mod:`.converters`) -- a file without converters from the
+local disk to the local disk by :mod:`.localcopy` instead (``copy_file_range``,
+or one read per block to write and hash; the same bytes, checksums, names and
+errors) -- into temporaries (:mod:`.attempt`), then renamed to
 ``staging.file_dir(f)/<destination>`` -- for ``untar``, to the directory's entries
 below it. The checksum (``checksum``: md5, sha256 or none) of the *source bytes*
 is computed while they are read and compared with ``f.checksum`` when the
@@ -72,15 +75,17 @@ import json
 import logging
 import math
 import posixpath
-import secrets
 import time
 from typing import Any, Callable, Iterable
 
 from . import converters as conv
+from . import localcopy
+from .attempt import Attempt as _Attempt
+from .attempt import rm_quietly as _rm_quietly
+from .localcopy import PROGRAMMING_ERRORS as _PROGRAMMING_ERRORS
+from .localcopy import SourceChanged as _SourceChanged
+from .localcopy import SourceError as _SourceError
 from .model import PARTS_DIR, CopyableFile, Staging, WorkUnit
-
-ATTEMPTS_DIR = "_attempts"
-"""Under a file's staging directory: one directory of temporaries per copy attempt."""
 
 log = logging.getLogger("airflow_copycat.distcp")
 
@@ -90,18 +95,6 @@ PROGRESS_EVERY = 64 << 20
 """``progress(bytes_so_far)`` is called after about this many source bytes (and at the end)."""
 DONE_FORMAT = "copycat.distcp.done/1"
 CHECKSUMS = ("md5", "sha256", "none")
-
-# Exceptions that mean a bug, not bad data or a failing filesystem: raised, never reported as a failed file.
-_PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, AssertionError, KeyError, IndexError, ImportError,
-                       NotImplementedError, RecursionError)
-
-
-class _SourceChanged(Exception):
-    """The source has more or fewer bytes than the listing said."""
-
-
-class _SourceError(Exception):
-    """Reading the source failed (kept apart from codec errors, which are OSErrors too)."""
 
 
 class _SourceReader(conv._Reader):
@@ -133,8 +126,7 @@ class _SourceReader(conv._Reader):
             raise _SourceError(f"reading {self._origin} failed: {conv._describe(e)}") from e
         if left <= 0:
             if b:
-                raise _SourceChanged(f"{self._origin} changed during the copy: it has more than the "
-                                     f"{self._limit} bytes listed")
+                raise localcopy.more_than_listed(self._origin, self._limit)
             self._eof = True
             return b""
         if not b:
@@ -206,116 +198,6 @@ def _verify(f: CopyableFile, bytes_read: int, hashers: dict, algo: str | None,
             raise conv.ConversionError(f"checksum mismatch for {f.origin}: the source's is "
                                        f"{expected[0]}:{expected[1]}, the bytes read give {expected[0]}:{got}")
     return computed
-
-
-def _rm_quietly(fs, path: str, recursive: bool = False) -> None:
-    try:
-        if fs.exists(path):
-            fs.rm(path, recursive=recursive)
-    except FileNotFoundError:
-        pass
-    except Exception as e:  # noqa: BLE001 - cleanup is best effort
-        if isinstance(e, _PROGRAMMING_ERRORS):
-            raise
-        log.warning("could not remove %s: %s", path, e)
-
-
-class _Attempt:
-    """One attempt's writes under a file's staging directory.
-
-    Everything is first written to this attempt's own directory
-    ``<file dir>/_attempts/<token>/<n>`` (so no two attempts ever write the same
-    temporary file), and :meth:`commit` renames a temporary into its final place only
-    when the whole file is known to be right. A final name is only ever given the
-    complete, checked output of the same file id -- the same bytes whichever
-    attempt wrote them -- so two attempts committing the same name is harmless, and
-    no attempt removes a final name (but to replace it with its own, where a rename
-    does not overwrite). :meth:`discard` removes this attempt's directory only (on
-    failure, or the empty directory after success)."""
-
-    def __init__(self, fs, file_dir: str):
-        self.fs = fs
-        self.dir = posixpath.join(file_dir, ATTEMPTS_DIR, f"{int(time.time())}-{secrets.token_hex(6)}")
-        self._n = 0
-        self._made = False
-        self._dirs: set[str] = set()
-        self._pending: set[str] = set()  # temporaries written and not renamed yet
-
-    def tmp(self) -> str:
-        """A fresh temporary path of this attempt."""
-        if not self._made:
-            self.fs.makedirs(self.dir, exist_ok=True)
-            self._made = True
-        self._n += 1
-        path = posixpath.join(self.dir, str(self._n))
-        self._pending.add(path)
-        return path
-
-    def drop(self, tmp: str) -> None:
-        """Remove one temporary (an archive entry overwritten by a later one of the same name)."""
-        _rm_quietly(self.fs, tmp)
-        self._pending.discard(tmp)
-
-    def write_stream(self, src, hashers: Iterable = ()) -> tuple[str, int]:
-        """``src`` (to its end) into a temporary: (its path, its bytes)."""
-        tmp = self.tmp()
-        hashers = list(hashers)
-        with self.fs.open(tmp, "wb") as out:
-            def write(b):
-                for h in hashers:
-                    h.update(b)
-                out.write(b)
-            n = conv.copy_stream(src, write, CHUNK)
-        return tmp, n
-
-    def write_bytes(self, data: bytes) -> str:
-        tmp = self.tmp()
-        self.fs.pipe_file(tmp, data)
-        return tmp
-
-    def copy(self, src: str) -> tuple[str, int]:
-        with self.fs.open(src, "rb") as fin:
-            return self.write_stream(fin)
-
-    def commit(self, tmp: str, final: str) -> None:
-        """Rename ``tmp`` to ``final``, replacing what is there (filesystems whose rename does not
-        overwrite, such as HDFS: remove and rename again)."""
-        d = posixpath.dirname(final)
-        if d and d not in self._dirs:
-            self.fs.makedirs(d, exist_ok=True)
-            self._dirs.add(d)
-        try:
-            self.fs.mv(tmp, final)
-        except Exception as e:  # noqa: BLE001 - retried once below
-            if isinstance(e, _PROGRAMMING_ERRORS) or not self.fs.exists(final) or not self.fs.exists(tmp):
-                raise
-            self.fs.rm(final)
-            self.fs.mv(tmp, final)
-        self._pending.discard(tmp)
-
-    def put_bytes(self, final: str, data: bytes) -> None:
-        self.commit(self.write_bytes(data), final)
-
-    def discard(self) -> None:
-        """Remove this attempt's directory (its temporaries) -- nothing else."""
-        if not self._made:
-            return
-        self._made = False
-        if self._pending:
-            _rm_quietly(self.fs, self.dir, recursive=True)
-            self._pending.clear()
-        elif _has_directories(self.fs):  # every temporary was renamed: an empty directory is left
-            try:
-                self.fs.rmdir(self.dir)
-            except OSError as e:
-                log.debug("could not remove %s: %s", self.dir, e)
-
-
-def _has_directories(fs) -> bool:
-    """Whether ``fs`` keeps empty directories that only ``rmdir`` removes (object stores have none,
-    and their ``rmdir`` may mean "delete the bucket")."""
-    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-    return bool({"file", "local", "memory", "hdfs", "viewfs"} & set(protocols))
 
 
 def read_done_marker(target_fs, staging: Staging, f: CopyableFile) -> dict | None:
@@ -438,7 +320,7 @@ def _materialise_links(attempt: _Attempt, tree: _Tree, temps: dict[str, str], li
                 limits.add_entry(tree.origin, link.entry, f"{link.kind} entry")
                 limits.add_bytes(size, tree.origin, link.entry, f"{link.kind} entry")
                 tree.add(dst, link.entry)
-                temps[dst], files[dst] = attempt.copy(temps[src])
+                temps[dst], files[dst] = attempt.copy(temps[src], CHUNK)
                 woken_all.extend(added(dst))
         queue = woken_all
     left = [i for i, done in enumerate(resolved) if not done]
@@ -449,8 +331,13 @@ def _materialise_links(attempt: _Attempt, tree: _Tree, temps: dict[str, str], li
             "directory of the archive (or links form a cycle); links are copied as files, so it cannot be")
 
 
+def _both_local(source_fs, target_fs) -> bool:
+    """Whether the fast path (:mod:`.localcopy`) can copy between these filesystems: both the local disk."""
+    return localcopy.is_local(source_fs) and localcopy.is_local(target_fs)
+
+
 def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,
-                progress) -> None:
+                progress, fast: bool) -> None:
     f = unit.file
     file_dir = staging.file_dir(f)
     stage_root = posixpath.join(file_dir, f.destination)
@@ -462,18 +349,24 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
     links: list[tuple[str, conv.Link]] = []
     reader = None
     try:
-        with source_fs.open(f.origin, "rb") as raw:
-            reader = _SourceReader(raw, f.origin, f.size, hashers.values(), progress)
-            outputs = conv.open_outputs(reader, f.origin, f.converters, config.get("encryption.key"), limits)
-            for rel, out in outputs:
-                tree.add(rel, getattr(out, "entry", None))
-                if isinstance(out, conv.Link):
-                    links.append((rel, out))
-                    continue
-                if rel in temps:  # an entry twice in an archive: the last one wins, as tar does
-                    attempt.drop(temps[rel])
-                temps[rel], tree.files[rel] = attempt.write_stream(out)
-            conv.drain(reader, CHUNK)
+        if fast and not f.converters and _both_local(source_fs, target_fs):  # the same, proven equal
+            reader = localcopy.RangeCopy(f.origin, f.size, hashers.values(), progress, PROGRESS_EVERY)
+            tree.add("")
+            temps[""] = attempt.tmp()
+            tree.files[""] = reader.run(source_fs._strip_protocol(f.origin), 0, temps[""])
+        else:
+            with source_fs.open(f.origin, "rb") as raw:
+                reader = _SourceReader(raw, f.origin, f.size, hashers.values(), progress)
+                outputs = conv.open_outputs(reader, f.origin, f.converters, config.get("encryption.key"), limits)
+                for rel, out in outputs:
+                    tree.add(rel, getattr(out, "entry", None))
+                    if isinstance(out, conv.Link):
+                        links.append((rel, out))
+                        continue
+                    if rel in temps:  # an entry twice in an archive: the last one wins, as tar does
+                        attempt.drop(temps[rel])
+                    temps[rel], tree.files[rel] = attempt.write_stream(out, chunk=CHUNK)
+                conv.drain(reader, CHUNK)
         if links:
             _materialise_links(attempt, tree, temps, links, limits)
         result["bytes_read"] = reader.count
@@ -525,7 +418,7 @@ def _same_range(record: dict | None, f: CopyableFile, offset: int, length: int) 
 
 
 def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,
-               progress) -> None:
+               progress, fast: bool) -> None:
     f = unit.file
     length = unit.bytes if unit.length >= 0 else f.size - unit.offset
     part = staging.part_path(f, unit.part)
@@ -543,13 +436,19 @@ def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: d
     attempt = _Attempt(target_fs, staging.file_dir(f))
     reader = None
     try:
-        with source_fs.open(f.origin, "rb") as raw:
-            if unit.offset:
-                raw.seek(unit.offset)
-            reader = _SourceReader(raw, f.origin, length, (), progress,
-                                   strict_end=unit.offset + length >= f.size)
-            tmp, n = attempt.write_stream(reader, [hasher] if hasher else ())
-            conv.drain(reader, CHUNK)  # the last part: one byte more means the file grew
+        if fast and _both_local(source_fs, target_fs):  # the same, proven equal
+            reader = localcopy.RangeCopy(f.origin, length, [hasher] if hasher else (), progress, PROGRESS_EVERY,
+                                         strict_end=unit.offset + length >= f.size)
+            tmp = attempt.tmp()
+            n = reader.run(source_fs._strip_protocol(f.origin), unit.offset, tmp)
+        else:
+            with source_fs.open(f.origin, "rb") as raw:
+                if unit.offset:
+                    raw.seek(unit.offset)
+                reader = _SourceReader(raw, f.origin, length, (), progress,
+                                       strict_end=unit.offset + length >= f.size)
+                tmp, n = attempt.write_stream(reader, [hasher] if hasher else (), CHUNK)
+                conv.drain(reader, CHUNK)  # the last part: one byte more means the file grew
         result["bytes_read"] = reader.count
         if n != length:
             raise _SourceChanged(f"{f.origin} changed during the copy: part {unit.part} of {unit.parts} "
@@ -702,7 +601,7 @@ def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, 
 
 
 def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, *,
-              progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+              progress: Callable[[int], Any] | None = None, fast: bool = True) -> dict[str, Any]:
     """Copy one work unit into staging; never raises for a problem of the file's data or of the
     filesystems (bugs do raise).
 
@@ -711,7 +610,10 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     (parsed) keys; used here: ``checksum`` (md5 | sha256 | none, default md5),
     ``encryption.key``, ``untar.max.bytes``, ``untar.max.entries`` and
     ``decompress.max.ratio`` (defaults when absent). ``progress(n)``: called with the unit's source bytes read so
-    far about every 64 MiB, and at the end.
+    far about every 64 MiB, and at the end. ``fast``: a file without converters, from the local disk to the
+    local disk, is copied by :mod:`.localcopy` (``copy_file_range``, or one read per block for write and
+    hash) -- the same bytes, checksums, staged names and errors as the streaming path, which ``fast=False``
+    forces (the differential tests compare the two).
 
     Returns ``{"file": id, "origin", "destination", "dataset", "file_set", "part",
     "parts", "status": "ok" | "reused" | "failed", "error": None | str,
@@ -731,8 +633,8 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     if read_done_marker(target_fs, staging, f) is not None:
         result.update(status="reused", bytes_reused=unit.bytes)
     elif split:
-        _copy_part(unit, source_fs, target_fs, staging, config, result, progress)
+        _copy_part(unit, source_fs, target_fs, staging, config, result, progress, fast)
     else:
-        _copy_whole(unit, source_fs, target_fs, staging, config, result, progress)
+        _copy_whole(unit, source_fs, target_fs, staging, config, result, progress, fast)
     result["seconds"] = round(time.monotonic() - started, 3)
     return result

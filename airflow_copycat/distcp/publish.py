@@ -125,6 +125,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..connect.errors import ConnectException
+from .localcopy import is_local as _is_local
 from .model import CONTROL_DIR, DONE_MARKER, MANIFEST_DIR, PARTS_DIR, CopyableFile, Staging
 
 LOG_FORMAT = "copycat.distcp.publish-log/1"
@@ -150,11 +151,6 @@ def _rename(fs, src: str, dst: str, local: bool) -> None:
             fs.mv(src, dst)
         else:
             raise
-
-
-def _is_local(fs) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-    return "file" in protocol or "local" in protocol
 
 
 def _new_token() -> str:
@@ -326,6 +322,11 @@ class Publisher:
 
     def _find(self, directory: str) -> dict[str, dict]:
         """Every file below ``directory`` -> its info (``{}`` when there is no such directory)."""
+        if self.local:
+            try:
+                return _find_local(directory.rstrip("/") or "/")
+            except NotADirectoryError:
+                pass  # a file: as fsspec lists it, below
         try:
             if not self.local:
                 self.fs.invalidate_cache(directory)
@@ -851,15 +852,23 @@ class Publisher:
         that empties it), then the log (if it is still this one). Other staged files of the set
         stay (another run's, e.g. another backfill window's, or files of a failed run)."""
         staging_prefix = self.staging.staging_dir() + "/"
-        parents = set()
+        paths = []
         for rel in log.get("drop", []):
             path = self.path(rel) if isinstance(rel, str) else ""
             parts = path[len(staging_prefix):].split("/") if path.startswith(staging_prefix) else []
             if len(parts) != 2 or any(x in ("", ".", "..") for x in parts):  # <set id>/<file id>
                 raise PublishError(f"distcp: the publish log {wal} drops {rel!r}, which is not a staged file's "
                                    "directory; the log was changed outside copycat")
-            self._drop(path)
-            parents.add(posixpath.dirname(path))
+            paths.append(path)
+        if self.local and len(paths) > 8:  # directories of different files: removed side by side
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(self._drop, paths))
+        else:
+            for path in paths:
+                self._drop(path)
+        parents = {posixpath.dirname(path) for path in paths}
         for parent in sorted(parents):
             self._drop_if_empty(parent)
         current = self._read_json(wal, "publish log")
@@ -973,6 +982,38 @@ class Publisher:
     def drop_staging(self, file_set: str) -> None:
         """Delete the staging of ``file_set`` (its staged files will be copied again)."""
         self._drop(self.staging.file_set_dir(file_set))
+
+
+def _find_local(directory: str) -> dict[str, dict]:
+    """What fsspec's local ``find(detail=True)`` gives for the files below the directory
+    ``directory`` (path -> ``{"name", "size", "type": "file" | "other", "islink"}``; a link is an
+    entry of its own, "other", with its target's size, never followed into a directory), in one
+    ``scandir`` walk without fsspec's cost per entry. ``{}`` when there is no such directory;
+    ``NotADirectoryError`` when it is a file."""
+    out: dict[str, dict] = {}
+    try:
+        stack = [os.scandir(directory)]
+    except FileNotFoundError:
+        return out
+    while stack:
+        with stack.pop() as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(os.scandir(entry.path))
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                link, size = stat.S_ISLNK(st.st_mode), st.st_size
+                if link:
+                    try:
+                        size = os.stat(entry.path).st_size
+                    except OSError:
+                        size = 0
+                out[entry.path] = {"name": entry.path, "size": size, "islink": link,
+                                   "type": "file" if stat.S_ISREG(st.st_mode) else "other"}
+    return dict(sorted(out.items()))
 
 
 def _marker_origin(raw: Any) -> str | None:

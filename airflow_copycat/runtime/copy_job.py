@@ -13,7 +13,8 @@ application and CLI run it:
    carries only counts, the plan's URL and the groups, whose tasks name their file.
    The newest few plans of a job are kept (a retried task still finds its own).
 2. :func:`run_copy_task` (in a Spark task, or in process): copy the task's
-   units into staging (:func:`airflow_copycat.distcp.copier.copy_unit`); a file
+   units into staging (:func:`airflow_copycat.distcp.copier.copy_unit`, a few
+   units at a time: :func:`airflow_copycat.distcp.inflight.copy_units`); a file
    that fails is reported in the result, not raised, so the other file sets
    still publish.
 3. :func:`publish_copy` (where the plan was made): publish every file set whose
@@ -246,7 +247,7 @@ def _load_plan(url: str, options: dict) -> dict:
 def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
     """Copy the work units of one task of a copy plan into staging. Returns the task result;
     a failure is reported in it, never raised."""
-    from ..distcp.copier import copy_unit
+    from ..distcp.inflight import copy_units
     from .result import TaskStats
 
     config = dict(task["config"])
@@ -259,19 +260,17 @@ def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
         (src_fs, _), (tgt_fs, tgt_root) = _filesystems(values)
         units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
         staging = Staging(tgt_root, job=values["name"])
-        total = sum(WorkUnit.from_dict(u).bytes for u in units)
-        done_bytes = [0, 0]  # finished units' bytes, bytes at the last progress line
+        units = [WorkUnit.from_dict(u) for u in units]
+        total = sum(unit.bytes for unit in units)
+        logged = [0]  # the task's bytes at the last progress line
 
-        def progress(n: int) -> None:
-            if done_bytes[0] + n - done_bytes[1] >= _PROGRESS_EVERY:
-                done_bytes[1] = done_bytes[0] + n
+        def progress(n: int) -> None:  # n: the task's bytes so far (called by one copying thread at a time)
+            if n - logged[0] >= _PROGRESS_EVERY:
+                logged[0] = n
                 log.info("copy %s task %s: %.0f of %.0f MiB (%.0f%%)", stats.connector, stats.task,
-                         done_bytes[1] / 2**20, total / 2**20, 100.0 * done_bytes[1] / max(total, 1))
+                         n / 2**20, total / 2**20, 100.0 * n / max(total, 1))
 
-        for u in units:
-            unit = WorkUnit.from_dict(u)
-            r = copy_unit(unit, src_fs, tgt_fs, staging, values, progress=progress)
-            done_bytes[0] += unit.bytes
+        for unit, r in copy_units(units, src_fs, tgt_fs, staging, values, progress=progress):
             d = datasets.setdefault(unit.file.dataset, {"files": 0, "bytes": 0, "reused": 0, "bytes_reused": 0,
                                                         "failed": 0})
             if r["status"] == "failed":

@@ -1,0 +1,309 @@
+"""The local fast copy (:mod:`airflow_copycat.distcp.localcopy`) is proven equal to the streaming path
+it replaces: for generated files -- 0 and 1 byte, sizes around the block size, split files --
+``copy_unit(..., fast=True)`` and ``fast=False`` give the same results, the same staged names and
+bytes, the same done markers and part records (checksums included), the same published tree and
+manifest, and the same errors when the source vanishes, shrinks or grows (before or during the
+copy). Several units in flight (:mod:`airflow_copycat.distcp.inflight`) stage what one at a time
+does."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import fsspec
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from airflow_copycat.distcp import copier, localcopy
+from airflow_copycat.distcp.copier import copy_unit, finish_split
+from airflow_copycat.distcp.inflight import copy_units
+from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
+from airflow_copycat.distcp.publish import Publisher, _find_local
+from airflow_copycat.distcp.workunits import work_units
+
+B = 4096
+"""The block size the tests give both paths (streaming reads, fast blocks, progress steps), so that
+a source changed from the progress callback changes at the same byte in both."""
+
+LOCAL = fsspec.filesystem("file")
+SIZES = [0, 1, B - 1, B, B + 1, 2 * B, 3 * B + 5, 5 * B - 1]
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    for module, name in ((copier, "CHUNK"), (copier, "PROGRESS_EVERY"), (localcopy, "BLOCK")):
+        monkeypatch.setattr(module, name, B)
+
+
+@pytest.fixture
+def fast_calls(monkeypatch):
+    """How many times the fast path ran (so that no comparison is of the streaming path with itself)."""
+    calls = []
+    real = localcopy.RangeCopy.run
+
+    def run(self, *args):
+        calls.append(args)
+        return real(self, *args)
+
+    monkeypatch.setattr(localcopy.RangeCopy, "run", run)
+    return calls
+
+
+def data_of(size: int, seed: int = 0) -> bytes:
+    return random.Random(size * 7919 + seed).randbytes(size)
+
+
+def make_file(root: Path, data: bytes, *, checksum: str | None = None, name: str = "d/sub/f.bin") -> CopyableFile:
+    path = root / "src" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return CopyableFile(origin=str(path), relative=name, destination=name, size=len(data), mtime=1_700_000_000.0,
+                        dataset="ds", file_set="ds", checksum=checksum)
+
+
+def tree(root: Path) -> dict[str, object]:
+    """Every file below ``root``: bytes, or (done markers, part records) the JSON without its time."""
+    out: dict[str, object] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            rel = str(p.relative_to(root))
+            if p.name == "_done.json" or p.name.endswith(".json") and "/_parts/" in rel:
+                doc = json.loads(p.read_bytes())
+                doc.pop("staged_at", None)
+                out[rel] = doc
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def without_time(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "seconds"}
+
+
+def copy_both(base: Path, data: bytes, units_of, config: dict, *, checksum: str | None = None,
+              mutate=None, before=None) -> dict[bool, dict]:
+    """Copy the same source file (same origin, so the same file id) into two targets, once by the
+    streaming path and once by the fast path: results, staged trees, then (when every unit is
+    staged) what finishing and publishing leave. ``before(path)`` changes the source after it was
+    listed; ``mutate(path)`` changes it from the first progress call."""
+    seen: dict[bool, dict] = {}
+    for fast in (False, True):
+        f = make_file(base, data, checksum=checksum)
+        if before is not None:
+            before(f.origin)
+        target = base / ("fast" if fast else "simple")
+        staging = Staging(str(target))
+        changed = []
+
+        def progress(n, path=f.origin):
+            if mutate is not None and not changed:
+                changed.append(n)
+                mutate(path)
+
+        results = [without_time(copy_unit(u, LOCAL, LOCAL, staging, config, progress=progress, fast=fast))
+                   for u in units_of(f)]
+        out = {"results": results, "staged": tree(target), "changed_at": changed}
+        if all(r["status"] in ("ok", "reused") for r in results):
+            if results[0]["parts"] > 1:
+                out["finish"] = without_time(finish_split(f, LOCAL, staging, config, parts=results[0]["parts"]))
+                out["finished"] = tree(target)
+            out["publish"] = {k: v for k, v in Publisher(LOCAL, staging, config=config).publish("ds", [f]).items()
+                              if k != "seconds"}
+            out["published"] = tree(target)
+        seen[fast] = out
+    return seen
+
+
+def assert_same(seen: dict[bool, dict]) -> None:
+    simple, fast = seen[False], seen[True]
+    assert fast["results"] == simple["results"]
+    assert fast["staged"] == simple["staged"]
+    assert fast.get("finished") == simple.get("finished") and fast.get("finish") == simple.get("finish")
+    assert fast.get("published") == simple.get("published") and fast.get("publish") == simple.get("publish")
+    assert fast["changed_at"] == simple["changed_at"]
+
+
+def whole(f: CopyableFile) -> list[WorkUnit]:
+    return [WorkUnit(f)]
+
+
+def split_by(size: int):
+    return lambda f: work_units([f], size)
+
+
+# --------------------------------------------------------------------------- same bytes, names, checksums
+
+
+@pytest.mark.parametrize("checksum", ["none", "md5", "sha256"])
+@pytest.mark.parametrize("size", SIZES)
+def test_whole_files_are_the_same(tmp_path, small_blocks, fast_calls, size, checksum):
+    data = data_of(size)
+    seen = copy_both(tmp_path, data, whole, {"checksum": checksum})
+    assert_same(seen)
+    assert fast_calls, "the fast path did not run"
+    assert seen[True]["published"]["d/sub/f.bin"] == data
+    marker = next(v for k, v in seen[True]["staged"].items() if k.endswith("/_done.json"))
+    expected = None if checksum == "none" else f"{checksum}:{hashlib.new(checksum, data).hexdigest()}"
+    assert marker["checksum"] == expected
+
+
+@pytest.mark.parametrize("size", [localcopy.BLOCK - 1, localcopy.BLOCK, localcopy.BLOCK + 1, 2 * localcopy.BLOCK + 7])
+def test_sizes_around_the_real_block_are_the_same(tmp_path, fast_calls, size):
+    """With the real block size (8 MiB) and a hash: the helper thread hashes blocks while the next ones copy."""
+    seen = copy_both(tmp_path, data_of(size), whole, {"checksum": "md5"})
+    assert_same(seen)
+    assert fast_calls
+
+
+@pytest.mark.parametrize("checksum", ["none", "md5"])
+@pytest.mark.parametrize("size,split", [(3 * B + 5, B), (2 * B, B), (B + 1, B), (5 * B - 1, 2 * B + 1)])
+def test_split_files_are_the_same(tmp_path, small_blocks, fast_calls, size, split, checksum):
+    config = {"checksum": checksum, "block.split.size": split}
+    seen = copy_both(tmp_path, data_of(size), split_by(split), config)
+    assert_same(seen)
+    assert len(fast_calls) == len(seen[True]["results"]) > 1
+    records = {k: v for k, v in seen[True]["staged"].items() if k.endswith(".json") and "/_parts/" in k}
+    assert len(records) == len(seen[True]["results"])
+    assert all((r["digest"] is None) == (checksum == "none") for r in records.values())
+
+
+def test_a_source_checksum_that_does_not_match_fails_alike(tmp_path, small_blocks, fast_calls):
+    data = data_of(3 * B)
+    seen = copy_both(tmp_path, data, whole, {"checksum": "md5"}, checksum="md5:" + "0" * 32)
+    assert_same(seen)
+    assert seen[True]["results"][0]["status"] == "failed" and "checksum mismatch" in seen[True]["results"][0]["error"]
+    seen = copy_both(tmp_path / "ok", data, whole, {"checksum": "none"},
+                     checksum="sha256:" + hashlib.sha256(data).hexdigest())
+    assert_same(seen)  # the source's own algorithm is verified even with checksum=none
+    assert seen[True]["results"][0]["status"] == "ok"
+
+
+# --------------------------------------------------------------------------- same errors
+
+
+def _truncate(size: int):
+    def change(path):
+        with open(path, "r+b") as fh:
+            fh.truncate(size)
+    return change
+
+
+def _append(path):
+    with open(path, "ab") as fh:
+        fh.write(b"more\n" * 10)
+
+
+@pytest.mark.parametrize("checksum", ["none", "md5"])
+@pytest.mark.parametrize("case", ["vanished", "shrunk", "grown", "emptied", "shrinks", "grows", "grows_split",
+                                  "shrinks_split"])
+def test_a_source_that_changes_fails_alike(tmp_path, small_blocks, fast_calls, case, checksum):
+    config = {"checksum": checksum}
+    data = data_of(4 * B + 3)
+    units, kw = whole, {}
+    if case == "vanished":
+        kw["before"] = os.unlink
+    elif case == "shrunk":
+        kw["before"] = _truncate(2 * B + 1)
+    elif case == "grown":
+        kw["before"] = _append
+    elif case == "emptied":
+        kw["before"] = _truncate(0)
+    elif case == "shrinks":
+        kw["mutate"] = _truncate(B // 2)
+    elif case == "grows":
+        kw["mutate"] = _append
+    else:
+        config["block.split.size"] = 2 * B
+        units = split_by(2 * B)
+        kw["mutate"] = _append if case == "grows_split" else _truncate(3 * B)
+    seen = copy_both(tmp_path, data, units, config, **kw)
+    assert_same(seen)
+    results = seen[True]["results"]
+    failed = [r for r in results if r["status"] == "failed"]
+    assert failed, results
+    if case == "vanished":
+        assert "file not found" in failed[0]["error"]
+    else:
+        assert "changed during the copy" in failed[0]["error"]
+    if case != "vanished":
+        assert fast_calls
+
+
+# --------------------------------------------------------------------------- generated inputs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(size=st.integers(0, 6 * B + 3), split=st.sampled_from([0, B, B + 1, 3 * B - 1]),
+       checksum=st.sampled_from(["none", "md5", "sha256"]), seed=st.integers(0, 2**16))
+@example(size=0, split=0, checksum="md5", seed=0)
+@example(size=1, split=0, checksum="none", seed=0)
+@example(size=B + 1, split=B, checksum="md5", seed=1)
+def test_generated_files_are_the_same(small_blocks, size, split, checksum, seed):
+    config = {"checksum": checksum, "block.split.size": split}
+    with tempfile.TemporaryDirectory() as tmp:
+        seen = copy_both(Path(tmp), data_of(size, seed), split_by(split) if split else whole, config)
+    assert_same(seen)
+    assert all(r["status"] == "ok" for r in seen[True]["results"])
+
+
+# --------------------------------------------------------------------------- several units in flight
+
+
+def test_units_in_flight_stage_what_one_at_a_time_does(tmp_path, small_blocks):
+    """Many small files and a split one, four at a time: results in order, the same staged trees as
+    one at a time, and progress that only grows to the task's bytes."""
+    sizes = [0, 1, B - 1, B, B + 1] + [random.Random(i).randint(0, 3 * B) for i in range(30)]
+    files = [make_file(tmp_path, data_of(s, i), name=f"d{i % 3}/f{i:03d}.bin") for i, s in enumerate(sizes)]
+    files.append(make_file(tmp_path, data_of(7 * B + 1), name="big.bin"))
+    config = {"checksum": "md5", "block.split.size": 2 * B}
+    units = work_units(files, 2 * B)
+    staged = {}
+    for threads in (1, 4):
+        target = tmp_path / f"t{threads}"
+        seen = []
+        out = list(copy_units(units, LOCAL, LOCAL, Staging(str(target)), config, progress=seen.append,
+                              threads=threads))
+        assert [u for u, _ in out] == units
+        assert all(r["status"] == "ok" for _, r in out), out
+        assert seen == sorted(seen) and seen[-1] == sum(u.bytes for u in units)
+        staged[threads] = tree(target)
+    assert staged[4] == staged[1]
+
+
+def test_a_bug_in_flight_is_raised(tmp_path, monkeypatch):
+    files = [make_file(tmp_path, b"x" * 10, name=f"f{i}") for i in range(6)]
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr("airflow_copycat.distcp.inflight.copy_unit", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        list(copy_units(work_units(files), LOCAL, LOCAL, Staging(str(tmp_path / "t")), {}, threads=3))
+
+
+# --------------------------------------------------------------------------- the publisher's local listing
+
+
+def test_the_local_listing_is_fsspecs(tmp_path):
+    """The publisher lists local staging with one scandir walk: the same paths, sizes, types and
+    links as fsspec's ``find(detail=True)``, in the same order."""
+    root = tmp_path / "t"
+    (root / "a" / "b" / "empty").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_bytes(b"x")
+    (root / "top").write_bytes(b"abc")
+    os.symlink(root / "a" / "b" / "f", root / "a" / "link")
+    os.symlink(root / "a" / "b", root / "a" / "dirlink")
+    os.symlink(root / "nowhere", root / "dangling")
+    os.mkfifo(root / "fifo")
+    keys = ("name", "size", "type", "islink")
+    expected = {p: {k: info[k] for k in keys} for p, info in LOCAL.find(str(root), detail=True).items()}
+    assert _find_local(str(root)) == expected and list(_find_local(str(root))) == list(expected)
+    assert _find_local(str(root / "missing")) == {}
+    with pytest.raises(NotADirectoryError):
+        _find_local(str(root / "top"))
