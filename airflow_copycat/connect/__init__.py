@@ -10,6 +10,7 @@ from .connector import Connector, SinkConnector, SourceConnector, task_partition
 from .data import Date, Decimal, Field, Schema, SchemaBuilder, Struct, Time, Timestamp, Type
 from .errors import ConfigException, ConnectException, DataException, RetriableException
 from .records import ConnectRecord, SinkRecord, SourceRecord
+from .sink_batch import SinkBatch
 from .task import OffsetStorageReader, SinkTask, SinkTaskContext, SourceTask, SourceTaskContext, Task
 
 __all__ = [
@@ -17,6 +18,6 @@ __all__ = [
     "Connector", "SinkConnector", "SourceConnector", "task_partitions",
     "Date", "Decimal", "Field", "Schema", "SchemaBuilder", "Struct", "Time", "Timestamp", "Type",
     "ConfigException", "ConnectException", "DataException", "RetriableException",
-    "ConnectRecord", "SinkRecord", "SourceRecord", "SourceBatch",
+    "ConnectRecord", "SinkRecord", "SourceRecord", "SourceBatch", "SinkBatch",
     "OffsetStorageReader", "SinkTask", "SinkTaskContext", "SourceTask", "SourceTaskContext", "Task",
 ]

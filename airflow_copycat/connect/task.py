@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from .errors import ConnectException
 from .batch import SourceBatch
 from .records import SinkRecord, SourceRecord
+from .sink_batch import SinkBatch
 
 
 class OffsetStorageReader:
@@ -182,7 +183,8 @@ class SinkTask(Task):
     """Writes records to an external system.
 
     The framework calls ``open(partitions)`` once with the task's assignment, then
-    ``put(records)`` with batches in offset order per partition, and
+    ``put(records)`` (or ``put_batch(batch)``, the messages still undecoded, for a task
+    that overrides it) with batches in offset order per partition, and
     ``pre_commit(offsets)`` whenever it wants to commit; it commits (to the
     consumer group, for lag tools) only the offsets ``pre_commit`` returns. At the
     end of a bounded run it calls ``pre_commit`` once more with ``final=True``:
@@ -203,6 +205,18 @@ class SinkTask(Task):
         """Write (or buffer) ``records``. Raise ``RetriableException`` to have the same
         batch given again after a back-off."""
         raise NotImplementedError
+
+    def put_batch(self, batch: SinkBatch) -> None:
+        """Write (or buffer) the messages of one consume round, undecoded, in columns
+        (:class:`~airflow_copycat.connect.sink_batch.SinkBatch`: what a batch holds, who owns
+        its offsets). The framework calls this instead of :meth:`put` only for a task whose
+        class overrides it, and only when the connector has no transforms.
+
+        The default is the batch's meaning, ``self.put(batch.to_records())``; an override
+        writes the columns itself where it can do exactly what the records would do, and
+        calls ``to_records()`` for the rest. Raise ``RetriableException`` to have the same
+        batch given again after a back-off."""
+        self.put(batch.to_records())
 
     def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Make everything given to ``put`` up to ``offsets`` (next offset per partition) durable."""

@@ -118,10 +118,16 @@ class ParquetFormat(RecordFormat):
         self.extension = (codec_ext if flavour == _S3 else "") + ".parquet"
 
     def encode(self, topic, rows):
+        return self.encode_table(topic, rows[0][0] if rows else None, to_arrow_table(rows))
+
+    def encode_table(self, topic: str, schema: Schema | None, table) -> bytes:
+        """The file of ``table`` (as :func:`to_arrow_table` makes it, possibly in several chunks)
+        whose rows have the value schema ``schema``."""
         import pyarrow.parquet as pq
 
-        table = to_arrow_table(rows)
-        avro = _parquet_avro_schema(rows[0][0]) if rows else None
+        if any(c.num_chunks > 1 for c in table.columns):
+            table = table.combine_chunks()  # the pages a one-chunk table of the same rows gets
+        avro = _parquet_avro_schema(schema)
         if avro is not None:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"parquet.avro.schema": avro})
         buf = io.BytesIO()

@@ -117,7 +117,12 @@ class DefaultPartitioner(Partitioner):
     """``partition=<kafka partition>``: one directory per Kafka partition."""
 
     def encode(self, record):
-        return f"partition={record.kafka_partition}"
+        return self.encode_partition(record.kafka_partition)
+
+    @staticmethod
+    def encode_partition(kafka_partition: int) -> str:
+        """The encoded partition of every record of ``kafka_partition``."""
+        return f"partition={kafka_partition}"
 
 
 class FieldPartitioner(Partitioner):

@@ -30,6 +30,13 @@ the batches that closed (``flush.size``, ``rotate.interval.ms``, a schema
 change) and returns the committed offsets; ``pre_commit(offsets, final=True)``
 closes and publishes everything, ending the run.
 
+Batches: the task takes the framework's batches (``put_batch``). Parquet files of
+JsonConverter envelopes (the default partitioner, no ``rotate.interval.ms``, no
+transforms) are decoded a partition at a time in columns (:mod:`.json_columns`)
+straight into the table the Parquet writer writes; whatever the columns cannot
+decode exactly as records goes through ``put`` as records. Both ways write the
+same files, byte for byte, and hand the same messages to ``errors.*``.
+
 Readers: ``_copycat/`` starts with ``_``, which pyarrow.dataset, Spark, Hive
 and Trino skip, so reading ``<store.url>/<topics.dir>`` (or a topic under it)
 shows only published files. Tombstones fail the task unless
@@ -46,10 +53,12 @@ from ...connect.config import ConfigProblem
 from ...connect.connector import SinkConnector
 from ...connect.errors import ConnectException
 from ...connect.records import SinkRecord
+from ...connect.sink_batch import SinkBatch
 from ...connect.task import SinkTask
 from .config import CONFIG_DEF, store_location, validate_config
-from .formats import build_format
-from .partitioners import build_partitioner
+from .formats import ParquetFormat, build_format
+from .json_columns import decode_envelopes
+from .partitioners import DefaultPartitioner, build_partitioner
 from .publish import PublishStore, TopicPartition
 from .writer import TopicPartitionWriter
 
@@ -142,6 +151,54 @@ class FilesSinkTask(SinkTask):
                     f"partition it was not opened for (open: {sorted(self._writers)}); the framework must call "
                     "open() with the task's assignment before put()")
             writer.write(record)
+
+    def put_batch(self, batch: SinkBatch) -> None:
+        """Buffer the batch's messages. When the files are Parquet, the partitioner the default one,
+        rotation by count and schema only, and every key decodes, each partition's values are
+        decoded in columns (:mod:`.json_columns`) into the table the writer writes; the messages
+        of a partition the columns cannot decode exactly as records (and of every partition,
+        in any other case) go through :meth:`put` as records, in order: the same files, errors
+        and dead letters."""
+        decoded, fallback = self._decode(batch)
+        if fallback:
+            self.put([r for r in map(batch.record, fallback) if r is not None])
+        for tp, schema, table, offsets in decoded:
+            writer = self._writers.get(tp)
+            if writer is None:
+                raise ConnectException(
+                    f"files sink got records of {tp[0]}-{tp[1]} for a partition it was not opened for (open: "
+                    f"{sorted(self._writers)}); the framework must call open() with the task's assignment first")
+            writer.write_table(schema, table, offsets, DefaultPartitioner.encode_partition(tp[1]))
+
+    def _decode(self, batch: SinkBatch) -> tuple[list, list[int]]:
+        """``([(tp, schema, table, offsets)], rows)``: the partitions of the batch decoded in columns,
+        and the rows (in order) that must go as records."""
+        everything = ([], list(range(len(batch))))
+        if not isinstance(self.format, ParquetFormat) or type(self.partitioner) is not DefaultPartitioner \
+                or self.config["rotate.interval.ms"] > 0:
+            return everything
+        keys = batch.keys
+        if keys.count(None) != len(keys):
+            for row, key in enumerate(keys):  # a key that fails is the records' to report
+                try:
+                    batch.key_converter.to_connect_data(batch.topics[row], key, batch.headers[row])
+                except Exception:  # noqa: BLE001
+                    return everything
+        rows: dict[tuple[str, int], list[int]] = {}
+        for topic, partition, start, stop in batch.runs():
+            rows.setdefault((topic, partition), []).extend(range(start, stop))
+        values, offsets, decoded, fallback = batch.values, batch.offsets, [], []
+        for tp, idx in rows.items():
+            if len(idx) == len(batch):
+                tp_values, tp_offsets = values, offsets
+            else:
+                tp_values, tp_offsets = [values[i] for i in idx], [offsets[i] for i in idx]
+            columns = decode_envelopes(tp_values, batch.value_converter, tp[0])
+            if columns is None:
+                fallback += idx
+            else:
+                decoded.append((tp, columns[0], columns[1], tp_offsets))
+        return decoded, sorted(fallback)
 
     def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Nothing: the sink makes data durable in its own units, in :meth:`pre_commit`."""

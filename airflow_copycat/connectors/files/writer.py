@@ -42,11 +42,26 @@ from .publish import PublishStore, TopicPartition
 
 @dataclass
 class OpenFile:
-    """The buffered records of one file of the open batch."""
+    """The buffered records of one file of the open batch: ``(schema, value)`` rows, and after
+    decoded batches (:meth:`TopicPartitionWriter.write_table`) also Arrow tables, in order in
+    ``parts`` (``rows`` is then the last part)."""
 
     start_offset: int
     schema: Any
     rows: list = field(default_factory=list)
+    parts: list = field(default_factory=list)  # earlier parts: row lists and Arrow tables, in order
+    count: int = 0
+
+    def encode(self, fmt: RecordFormat, topic: str) -> bytes:
+        if not self.parts:
+            return fmt.encode(topic, self.rows)
+        import pyarrow as pa
+
+        from .formats import to_arrow_table
+
+        parts = self.parts + ([self.rows] if self.rows else [])
+        tables = [to_arrow_table(p) if isinstance(p, list) else p for p in parts]
+        return fmt.encode_table(topic, self.schema, pa.concat_tables(tables))
 
 
 class TopicPartitionWriter:
@@ -108,6 +123,7 @@ class TopicPartitionWriter:
         if f is None:
             f = self._files[encoded] = OpenFile(offset, record.value_schema)
         f.rows.append((record.value_schema, record.value))
+        f.count += 1
         self._count += 1
         if self._base_ts is None:
             self._base_ts = ts
@@ -115,6 +131,41 @@ class TopicPartitionWriter:
         self.position = offset + 1
         if self._count >= self.flush_size:
             self.close_batch(upto=offset + 1)
+
+    def write_table(self, schema, table, offsets: list[int], encoded: str) -> None:
+        """Add decoded records (in offset order) as :meth:`write` adds them one by one: ``table``
+        holds their values as :func:`.formats.to_arrow_table` makes them (value schema
+        ``schema``, none null), ``offsets`` their Kafka offsets, ``encoded`` their encoded
+        partition. Only for a format with ``encode_table`` and without time-based rotation
+        (``rotate.interval.ms`` <= 0), whose files close by count and schema alone."""
+        if self.rotate_interval_ms > 0 or not hasattr(self.format, "encode_table"):
+            raise DataException("write_table needs a format with encode_table and no rotate.interval.ms")
+        start = 0
+        if self.position is not None:
+            while start < len(offsets) and offsets[start] < self.position:
+                start += 1
+            if start:
+                self._bump("records_skipped_committed", start)
+        while start < len(offsets):
+            self._close_if_full()
+            f = self._files.get(encoded)
+            if self._count and f is not None and f.schema is not schema and f.schema != schema:
+                self.close_batch(upto=offsets[start])
+                f = None
+            if f is None:
+                f = self._files[encoded] = OpenFile(offsets[start], schema)
+            take = min(len(offsets) - start, self.flush_size - self._count)
+            if f.rows:
+                f.parts.append(f.rows)
+                f.rows = []
+            f.parts.append(table.slice(start, take))
+            f.count += take
+            self._count += take
+            self._last_encoded = encoded
+            start += take
+            self.position = offsets[start - 1] + 1
+            if self._count >= self.flush_size:
+                self.close_batch(upto=self.position)
 
     def _close_if_full(self) -> None:
         # a flush.size close that failed (retried put) is finished before anything else
@@ -149,9 +200,9 @@ class TopicPartitionWriter:
         staged = []
         for encoded, f in self._files.items():
             rel = f"{self.partitioner.path(self.tp[0], encoded)}/{self.file_name(f.start_offset)}"
-            self.store.stage(self.tp, rel, self.format.encode(self.tp[0], f.rows))
+            self.store.stage(self.tp, rel, f.encode(self.format, self.tp[0]))
             staged.append(rel)
-            self._bump("records_written", len(f.rows))
+            self._bump("records_written", f.count)
             self._bump("files_staged")
         # only now, so that a failed staging (retried put) leaves the batch as it was
         self.staged.extend(staged)

@@ -1,0 +1,247 @@
+"""JsonConverter values decoded a batch at a time, straight into the Arrow table the Parquet writer writes.
+
+The records way to write a Parquet file decodes every message through
+``JsonConverter.to_connect_data`` (a Struct per record), then turns the values
+back into Arrow columns (:func:`.formats.to_arrow_table`). For messages that
+all carry the same schema envelope, :func:`decode_envelopes` does the same in
+columns: it cuts the envelope head ``{"schema":<schema>,"payload":`` off every
+value, parses the payloads with ``pyarrow.json`` into the Arrow types of the
+JSON, and converts those to the writer's types (:func:`.formats.arrow_type`).
+
+Its contract is the records': the table it returns equals ``to_arrow_table``
+of the records' ``(schema, value)`` pairs, value for value. Wherever it
+cannot be sure of that it returns ``None`` and the caller decodes records, so
+the records decide (and report errors through ``errors.*``). ``None`` for:
+
+* a converter that is not a :class:`JsonConverter` with ``schemas.enable``
+  (schemaless values: pyarrow would infer other types than the records give);
+* a null or empty value (a tombstone), or a value without the first value's
+  envelope head byte for byte (another schema, another layout);
+* a schema with a map, a struct without fields, or a logical type on another
+  base type than its own;
+* a payload pyarrow cannot parse into the schema's types (bad JSON, a number
+  with leading zeros, ``"NaN"``, an integral ``1.0`` for an integer, a field
+  twice, a field the schema does not have, a lone surrogate), invalid UTF-8,
+  a line break in a value, a row count other than the values';
+* a null where the records would substitute a default or fail (a required
+  field, a field with a default), a top-level null;
+* a value outside what the records' Python types hold (a Date beyond year 9999,
+  a Time outside one day, a Timestamp outside years 1..9999), base64 that does
+  not decode, a Decimal that does not fit its Arrow type;
+* the integer ``-0`` for a float, any negative zero for a float32 (the records read 0.0, pyarrow -0.0).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any, Sequence
+
+from ...connect.data import Date, Decimal, Schema, Time, Timestamp, Type
+from ...connect.json_converter import JsonConverter
+from .formats import arrow_field, arrow_type
+
+_LOGICAL_BASE = {Date.LOGICAL_NAME: Type.INT32, Time.LOGICAL_NAME: Type.INT32, Timestamp.LOGICAL_NAME: Type.INT64,
+                 Decimal.LOGICAL_NAME: Type.BYTES}
+_DAYS = (-719_162, 2_932_896)  # datetime.date.min .. max, in days since 1970-01-01
+_MILLIS = (-62_135_596_800_000, 253_402_300_799_999)  # datetime min .. max (UTC), in ms since the epoch
+_NEGATIVE_ZERO_INT = re.compile(rb"-0(?![0-9.eE])")
+
+
+class _Unsure(Exception):
+    """The columns cannot promise the records' result: decode records instead."""
+
+
+def decode_envelopes(values: Sequence[bytes | None], converter: Any, topic: str) -> tuple[Schema, Any] | None:
+    """``(value schema, pyarrow.Table)`` of ``values`` (the raw values of one topic-partition's
+    messages, in order) as :func:`.formats.to_arrow_table` makes it from their records; ``None``
+    when the records must decide (see the module docstring). Never raises for bad data."""
+    if type(converter) is not JsonConverter or not converter.schemas_enable or not values:
+        return None
+    if None in values or b"" in values:
+        return None
+    try:
+        schema = converter.to_connect_data(topic, values[0]).schema
+    except Exception:  # noqa: BLE001 - the records report it
+        return None
+    if schema is None:
+        return None
+    try:
+        read_type = _read_type(schema)
+        head = b'{"schema":' + converter.as_json_schema(schema).encode("utf-8") + b',"payload":'
+        column = _parse(values, head, read_type, _has_floats(schema))
+        if column.null_count:
+            return None
+        array = _convert(column, schema, 0)
+    except _Unsure:
+        return None
+    import pyarrow as pa
+
+    if schema.type is Type.STRUCT:
+        arrow_schema = pa.schema([arrow_field(f.name, f.schema) for f in schema.fields])
+        return schema, pa.Table.from_arrays([array.field(i) for i in range(len(schema.fields))], schema=arrow_schema)
+    return schema, pa.Table.from_arrays([array], schema=pa.schema([arrow_field("value", schema)]))
+
+
+def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
+    """The payloads parsed into ``read_type`` (one Arrow array, a row per value)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    cut = len(head)
+    if not all(map(bytes.startswith, values, [head] * len(values))):
+        raise _Unsure()
+    # every line is {"v":<payload>} (the value's closing brace ends it): with no line break in a
+    # value, one line per value, and each line opens a new object, so n rows means one per line
+    lines = b'{"v":' + b'\n{"v":'.join([v[cut:] for v in values])
+    if lines.count(b"\n") != len(values) - 1:
+        raise _Unsure()
+    if not lines.isascii():
+        try:
+            lines.decode("utf-8")  # pyarrow would pass invalid UTF-8 through
+        except UnicodeDecodeError:
+            raise _Unsure() from None
+    if floats and b"-0" in lines and _NEGATIVE_ZERO_INT.search(lines):
+        raise _Unsure()
+    options = pj.ParseOptions(explicit_schema=pa.schema([pa.field("v", read_type)]),
+                              unexpected_field_behavior="error")
+    try:
+        table = pj.read_json(pa.py_buffer(lines), parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise _Unsure() from None
+    if table.num_rows != len(values):
+        raise _Unsure()
+    return table.column("v").combine_chunks()
+
+
+def _has_floats(schema: Schema) -> bool:
+    t = schema.type
+    if t is Type.FLOAT32 or t is Type.FLOAT64:
+        return True
+    if t is Type.STRUCT:
+        return any(_has_floats(f.schema) for f in schema.fields)
+    if t is Type.ARRAY:
+        return _has_floats(schema.value_schema)
+    return False
+
+
+def _read_type(schema: Schema):
+    """The Arrow type pyarrow parses a payload of ``schema`` into (JSON's own types)."""
+    import pyarrow as pa
+
+    name = schema.name
+    if name in _LOGICAL_BASE:
+        if schema.type is not _LOGICAL_BASE[name]:
+            raise _Unsure()
+        return pa.string() if name == Decimal.LOGICAL_NAME else (pa.int64() if name == Timestamp.LOGICAL_NAME
+                                                                  else pa.int32())
+    t = schema.type
+    if t is Type.STRUCT:
+        if not schema.fields:
+            raise _Unsure()
+        return pa.struct([pa.field(f.name, _read_type(f.schema)) for f in schema.fields])
+    if t is Type.ARRAY:
+        return pa.list_(_read_type(schema.value_schema))
+    if t is Type.MAP:
+        raise _Unsure()
+    if t is Type.BYTES:
+        return pa.string()
+    return arrow_type(schema)
+
+
+def _convert(array, schema: Schema, inherited_nulls: int):
+    """``array`` (of :func:`_read_type`) as :func:`.formats.arrow_type` of ``schema``. Its nulls
+    include ``inherited_nulls`` of enclosing structs; a null of its own must be one the records
+    keep as null."""
+    import pyarrow as pa
+
+    if array.null_count > inherited_nulls and (schema.default is not None or not schema.optional):
+        raise _Unsure()
+    name, t = schema.name, schema.type
+    target = arrow_type(schema)
+    if name == Timestamp.LOGICAL_NAME:
+        return _view(_in_range(array, _MILLIS), target)
+    if name == Date.LOGICAL_NAME:
+        return _view(_in_range(array, _DAYS), target)
+    if name == Time.LOGICAL_NAME:
+        return _view(_in_range(array, (0, 86_399_999)), target)
+    if name == Decimal.LOGICAL_NAME:
+        scale_schema = schema
+        try:
+            return pa.array([None if s is None else Decimal.to_logical(scale_schema, _unbase64(s))
+                             for s in array.to_pylist()], type=target)
+        except Exception:  # noqa: BLE001 - no bytes, bad base64, too many digits: the records decide
+            raise _Unsure() from None
+    if t is Type.BYTES:
+        try:
+            return pa.array([None if s is None else base64.b64decode(s, validate=True) for s in array.to_pylist()],
+                            type=target)
+        except (binascii.Error, ValueError):
+            raise _Unsure() from None
+    if t is Type.STRUCT:
+        children = array.flatten()  # each child's nulls include the struct's
+        converted = [_convert(c, f.schema, array.null_count) for c, f in zip(children, schema.fields)]
+        # a required field is null only where the struct is (checked above): the records hold some
+        # value there, which the Parquet writer never reads under a null struct, but it refuses nulls
+        converted = [c if f.schema.optional or not c.null_count else _without_validity(c)
+                     for c, f in zip(converted, schema.fields)]
+        validity = array.is_valid().buffers()[1] if array.null_count else None
+        return pa.Array.from_buffers(target, len(array), [validity], null_count=array.null_count, children=converted)
+    if t is Type.ARRAY:
+        items = array.flatten()
+        if len(items) != len(array.values) or array.offset:
+            raise _Unsure()
+        converted = _convert(items, schema.value_schema, 0)
+        return pa.ListArray.from_arrays(array.offsets, converted, type=target,
+                                        mask=array.is_null() if array.null_count else None)
+    if array.type != target:
+        raise _Unsure()
+    if t is Type.FLOAT32 and _has_negative_zero(array):
+        raise _Unsure()  # the records read every zero, -0.0 too, as the float32 0.0
+    return array
+
+
+def _has_negative_zero(array) -> bool:
+    import math
+
+    import pyarrow.compute as pc
+
+    zeros = array.filter(pc.equal(array, 0))
+    return any(math.copysign(1.0, z) < 0 for z in zeros.to_pylist())
+
+
+def _without_validity(array):
+    """``array`` with every slot valid (what its buffers hold where it was null)."""
+    import pyarrow as pa
+
+    t = array.type
+    if pa.types.is_struct(t):
+        return pa.Array.from_buffers(t, len(array), [None], null_count=0, offset=array.offset,
+                                     children=[array.field(i) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.Array.from_buffers(t, len(array), [None, array.buffers()[1]], null_count=0, offset=array.offset,
+                                     children=[array.values])
+    return pa.Array.from_buffers(t, len(array), [None] + array.buffers()[1:], null_count=0, offset=array.offset)
+
+
+def _in_range(array, bounds: tuple[int, int]):
+    import pyarrow.compute as pc
+
+    if len(array) - array.null_count:
+        lo, hi = pc.min_max(array).values()
+        if lo.as_py() < bounds[0] or hi.as_py() > bounds[1]:
+            raise _Unsure()
+    return array
+
+
+def _view(array, target):
+    """The same integers as ``target`` (date32/time32 over int32, timestamp over int64)."""
+    return array.view(target)
+
+
+def _unbase64(text: str) -> bytes:
+    raw = base64.b64decode(text, validate=True)
+    if not raw:
+        raise ValueError("no bytes")
+    return raw
