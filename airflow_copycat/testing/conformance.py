@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..connect.assignment import assign, canonical
+from ..connect.batch import SourceBatch
 from ..connect.config import ConfigDef, ConfigType, Password
 from ..connect.connector import TASK_PARTITIONS_KEY, Connector, SinkConnector, SourceConnector, task_partitions
 from ..connect.data import Struct
@@ -715,9 +716,10 @@ def _drain(cls: type[SourceConnector], config: dict, offsets: Mapping[str, Any],
             batch = task.poll()
             if batch is None:
                 return out
-            if not isinstance(batch, list) or not all(isinstance(r, SourceRecord) for r in batch):
-                _fail(f"{name}.poll() must return a list of SourceRecord, [] or None; got {batch!r:.300}")
-            out += batch
+            if not isinstance(batch, list) or not all(isinstance(r, (SourceRecord, SourceBatch)) for r in batch):
+                _fail(f"{name}.poll() must return a list of SourceRecord/SourceBatch, [] or None; got {batch!r:.300}")
+            # a batch means its records (connect/batch.py): the kit checks those
+            out += [r for item in batch for r in (item.to_records() if isinstance(item, SourceBatch) else [item])]
             if not batch:
                 if time.monotonic() > deadline:
                     break

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from airflow_copycat.connect import ConfigException
 from airflow_copycat.connect.data import Decimal, Timestamp, Type
+from airflow_copycat.connect import SourceBatch
 from airflow_copycat.connect.task import OffsetStorageReader, SourceTaskContext
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector, JdbcSourceTask
 
@@ -75,6 +76,14 @@ class _NoOffsets(OffsetStorageReader):
         return {}
 
 
+
+def _poll(task):
+    """One ``poll()`` as records: a batch stands for its ``to_records()`` (connect/batch.py)."""
+    items = task.poll()
+    if items is None:
+        return None
+    return [r for item in items for r in (item.to_records() if isinstance(item, SourceBatch) else [item])]
+
 def _task(config):
     [task_config] = task_configs(config)
     task = JdbcSourceTask()
@@ -89,7 +98,7 @@ def test_query_partition_topic_key_and_schema(db, unique):
     config = _config(db, unique, "timestamp+incrementing", _query(customers, orders))
     task_config, task = _task(config)
     try:
-        [record] = task.poll()
+        [record] = _poll(task)
         assert task.poll() is None
     finally:
         task.stop()

@@ -163,12 +163,12 @@ class _BulkKiller(ConnectionKiller):
         super().__init__(url, other_table, at=1)
         self.bulk_table, self.stream = bulk_table, None
 
-    def _hook(self, conn, cursor, statement, parameters, context, executemany):
+    def _on_select(self, statement, dbapi_connection):
         text = statement.lstrip().upper()
         if not text.startswith("SELECT"):
             return
         if self.stream is None and self.bulk_table.upper() in text:
-            self.stream = conn.connection.dbapi_connection
+            self.stream = dbapi_connection
         elif self.table.upper() in text and self.stream is not None and not self.killed:
             self.kill(self.stream)
 
@@ -179,13 +179,14 @@ def test_bulk_snapshot_interrupted_mid_stream_fails_and_the_next_run_sends_the_w
     make, tables = engine_of
     engine = make()
     big, small = f"rcb0_{unique}", f"rcb1_{unique}"
-    # wide rows: the server cannot have sent the whole result into the socket buffers before the kill
+    # wide rows (24 MB): the server cannot have sent the whole result into the socket buffers before the kill,
+    # even to a reader that streams it (COPY on PostgreSQL's batch path pushes as fast as the socket takes)
     big_table = sa.Table(big, sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-                         sa.Column("v", sa.String(2000), nullable=False))
+                         sa.Column("v", sa.String(8000), nullable=False))
     big_table.create(engine)
     tables.append(big_table)
     with engine.begin() as conn:
-        conn.execute(big_table.insert(), [{"id": i, "v": "x" * 2000} for i in range(1, 3001)])
+        conn.execute(big_table.insert(), [{"id": i, "v": "x" * 8000} for i in range(1, 3001)])
     tables.append(_table(engine, small, 2))
     runs = Runs(_config(url, unique, "bulk", [big, small], **{"batch.max.rows": 50, "errors.retry.timeout": 30000,
                                                               "errors.retry.delay.max.ms": 500}),

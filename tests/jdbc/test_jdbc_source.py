@@ -14,6 +14,7 @@ from airflow_copycat.connect import ConfigException
 from airflow_copycat.connect.data import Decimal, Timestamp, Type
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector, JdbcSourceTask
 from airflow_copycat.connectors.jdbc.config import to_sqlalchemy_url
+from airflow_copycat.connect import SourceBatch
 from airflow_copycat.connect.task import OffsetStorageReader, SourceTaskContext
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.plugins import resolve_connector
@@ -72,14 +73,14 @@ def test_timestamp_incrementing_resumes_inside_a_timestamp_group(db, tmp_path, u
     db.insert(table, [{"id": i, "v": "same", "ts": T0} for i in range(1, 6)])
     config = _config(db, unique, "timestamp+incrementing", name, **{"batch.max.rows": 2})
     first = _task(config, {})
-    batch = first.poll()
+    batch = _poll(first)
     first.stop()
     assert [r.value.get("id") for r in batch] == [1, 2]
     offset = batch[-1].source_offset
     assert offset["incrementing"] == 2 and offset["timestamp"] == Timestamp.from_logical(T0)
     second = _task(config, {json.dumps(batch[-1].source_partition, sort_keys=True, separators=(",", ":")): offset})
     rest = []
-    while (b := second.poll()) is not None:
+    while (b := _poll(second)) is not None:
         rest += b
     second.stop()
     assert [r.value.get("id") for r in rest] == [3, 4, 5]
@@ -94,6 +95,14 @@ class _Reader(OffsetStorageReader):
 
         return {canonical(p): self._o[canonical(p)] for p in partitions if canonical(p) in self._o}
 
+
+
+def _poll(task):
+    """One ``poll()`` as records: a batch stands for its ``to_records()`` (connect/batch.py)."""
+    items = task.poll()
+    if items is None:
+        return None
+    return [r for item in items for r in (item.to_records() if isinstance(item, SourceBatch) else [item])]
 
 def _task(config, offsets):
     values = JdbcSourceConnector.parse_config(config)
@@ -177,7 +186,7 @@ def test_types_and_numeric_mapping(db, unique, mapping):
                        "t": dt.time(13, 14, 15), "ts": T0, "txt": "héllo", "bin": b"\x00\xff", "j": {"a": [1, 2]}}])
     config = _config(db, unique, "incrementing", name, **{"numeric.mapping": mapping})
     task = _task(config, {})
-    [record] = task.poll()
+    [record] = _poll(task)
     task.stop()
     s = record.value_schema
     fs = {f.name: f.schema for f in s.fields}

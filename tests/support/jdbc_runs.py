@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, TopicPartition
 from sqlalchemy.dialects import mysql
 
+from airflow_copycat.connectors.jdbc.arrow_reader import QUERY_LISTENERS
 from airflow_copycat.connectors.jdbc.source import db_now
 from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
@@ -107,6 +108,13 @@ class ConnectionKiller:
         self._lock = threading.Lock()
 
     def _hook(self, conn, cursor, statement, parameters, context, executemany):
+        self._on_select(statement, conn.connection.dbapi_connection)
+
+    def _adbc_hook(self, statement, connection) -> None:
+        """The same for the queries the batch path sends through ADBC (PostgreSQL)."""
+        self._on_select(statement, connection)
+
+    def _on_select(self, statement, dbapi_connection) -> None:
         text = statement.lstrip().upper()
         if not text.startswith("SELECT") or self.table.upper() not in text:
             return
@@ -114,12 +122,14 @@ class ConnectionKiller:
             self.seen += 1
             n = self.seen
         if n in self.at:
-            self.kill(conn.connection.dbapi_connection)
+            self.kill(dbapi_connection)
 
     def kill(self, dbapi_connection) -> None:
         with self.admin.connect() as admin:
             if self.kind == "postgresql":
-                pid = dbapi_connection.info.backend_pid
+                pid = getattr(dbapi_connection, "backend_pid", None)  # an ADBC connection of the batch path
+                if pid is None:
+                    pid = dbapi_connection.info.backend_pid
                 ok = admin.execute(sa.text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar_one()
                 assert ok, f"backend {pid} did not terminate"
             elif self.kind in ("mysql", "mariadb"):
@@ -136,8 +146,10 @@ class ConnectionKiller:
 
     def __enter__(self) -> "ConnectionKiller":
         sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._hook)
+        QUERY_LISTENERS.append(self._adbc_hook)
         return self
 
     def __exit__(self, *exc) -> None:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._hook)
+        QUERY_LISTENERS.remove(self._adbc_hook)
         self.admin.dispose()

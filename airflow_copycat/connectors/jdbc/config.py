@@ -46,6 +46,7 @@ VALIDATE_NON_NULL = "validate.non.null"
 NUMERIC_MAPPING = "numeric.mapping"
 LOOKBACK_MS = "copycat.lookback.ms"
 LOOKBACK_MAX_ROWS = "copycat.lookback.max.rows"
+BATCH_ENABLED = "copycat.batch.enabled"
 
 MODE_BULK = "bulk"
 MODE_INCREMENTING = "incrementing"
@@ -134,6 +135,10 @@ CONFIG_DEF = (
                 "smallest integer type; best_fit: that, plus NUMERIC(p,s>0) with p <= 15 as FLOAT64.")
     .define(splits.SPLIT_COLUMN, ConfigType.LIST, [], validator=splits.check_split_column, doc=splits.SPLIT_COLUMN_DOC)
     .define(splits.SPLIT_COUNT, ConfigType.INT, 1, validator=in_range(1, None), doc=splits.SPLIT_COUNT_DOC)
+    .define(BATCH_ENABLED, ConfigType.BOOLEAN, True,
+            doc="Read rows into columnar (Arrow) batches, the fast path; false: one record per row. Both give the "
+                "same records, offsets and errors; tables with a column type batches cannot hold, and look-back "
+                "reads, always use records.")
 )
 
 

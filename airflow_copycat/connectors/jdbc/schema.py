@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -132,6 +133,21 @@ def _float(v):
     return None if v is None else float(v)
 
 
+_F32 = struct.Struct("<f")
+
+
+def _float32(v):
+    """A REAL/FLOAT(<=24) value as the float32 it is (drivers give the double of its shortest text):
+    the value a converter writes, and what an Arrow float32 column holds."""
+    if v is None:
+        return None
+    f = float(v)
+    try:
+        return _F32.unpack(_F32.pack(f))[0]
+    except OverflowError:
+        return f  # out of float32 range: left for the converter to refuse, as before
+
+
 def _bool(v):
     if v is None:
         return None
@@ -184,7 +200,9 @@ def map_column(name: str, coltype: sat.TypeEngine, nullable: bool, numeric_mappi
     if isinstance(coltype, sat.Float) or tname in ("REAL", "DOUBLE", "DOUBLE_PRECISION", "FLOAT"):
         precision = getattr(coltype, "precision", None)
         single = tname == "REAL" or (tname == "FLOAT" and precision is not None and precision <= 24)
-        return ColumnMapping(name, _prim(Type.FLOAT32 if single else Type.FLOAT64, opt), _float)
+        if single:
+            return ColumnMapping(name, _prim(Type.FLOAT32, opt), _float32)
+        return ColumnMapping(name, _prim(Type.FLOAT64, opt), _float)
     if isinstance(coltype, sat.Numeric):
         precision, scale = coltype.precision, coltype.scale
         if numeric_mapping in ("precision_only", "best_fit") and precision and (scale or 0) == 0:

@@ -84,12 +84,13 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from airflow_copycat.connect import (ConfigProblem, ConnectException, RetriableException, SourceConnector,
-                                     SourceRecord, SourceTask, Struct)
+from airflow_copycat.connect import (ConfigProblem, ConnectException, RetriableException, SourceBatch,
+                                     SourceConnector, SourceRecord, SourceTask, Struct)
 from airflow_copycat.connect.assignment import canonical
 from airflow_copycat.connect.config import Password
 from airflow_copycat.connect.connector import TASK_PARTITIONS_KEY, task_partitions, window_bounds
 
+from . import batch_path as bp
 from . import config as c
 from . import splits
 from . import lookback as lb
@@ -325,7 +326,8 @@ class TableReader:
     """Reads one table batch by batch from its committed offset up to the run's bound."""
 
     def __init__(self, engine: sa.Engine, ref: TableRef, values: dict[str, Any], committed: dict | None,
-                 now: dt.datetime, window: tuple[dt.datetime, dt.datetime] | None = None):
+                 now: dt.datetime, window: tuple[dt.datetime, dt.datetime] | None = None,
+                 adbc: bp.SharedAdbc | None = None):
         self.engine, self.ref, self.partition = engine, ref, ref.partition
         self.mode = values[c.MODE]
         self.topic = f"{values[c.TOPIC_PREFIX]}{ref.name}"
@@ -341,6 +343,7 @@ class TableReader:
         self.mappings = [map_column(col.name, col.type, col.nullable, values[c.NUMERIC_MAPPING], self.zone)
                          for col in self.table.columns]
         self.value_schema = struct_schema(ref.name, self.mappings)
+        self.column_zones = [naive_zone(col.type, self.zone) for col in self.table.columns]
         pk = [col.name for col in self.table.primary_key.columns]
         by_name = {m.name: m for m in self.mappings}
         self.key_mappings = [by_name[n] for n in pk]
@@ -399,6 +402,8 @@ class TableReader:
         # a split reads only its key range, and every offset it commits carries the split's bounds
         self.split_where = ref.split.conditions(self.table, ref.fqn) if ref.split else []
         self.split_offset = ref.split.offset_fields(self.mode) if ref.split else {}
+        # the batch path (see :mod:`.batch_path`): the same rows and offsets as columnar batches
+        self._batch = bp.batch_path(self, values, adbc)
 
     def _select(self):
         """SELECT of every column, limited to this reader's key range when it reads a split."""
@@ -495,7 +500,7 @@ class TableReader:
 
     # ---- reading
 
-    def read(self, limit: int) -> list[SourceRecord]:
+    def read(self, limit: int) -> list[SourceRecord | SourceBatch]:
         if self.seen is not None and self.seen.overflowed is not None:
             raise self.seen.overflowed  # the failed batch was never handed over: never read past it
         if self.done:
@@ -522,7 +527,15 @@ class TableReader:
             else:
                 cond.append(self.ts_expr.is_not(None))
             stmt = stmt.where(*cond).order_by(self.ts_expr, *([self.inc] if self.inc is not None else []))
-        rows = self._fetch(stmt.limit(limit))
+        rows = None
+        if self._batch is not None:
+            self._batch.declined_rows = None
+            out = self._batch.read(stmt, limit)
+            if out is not None:
+                return out
+            rows = self._batch.declined_rows  # the batch path declined these rows: records of them
+        if rows is None:
+            rows = self._fetch(stmt.limit(limit))
         if len(rows) < limit:
             self.done = True
         if self.mode == c.MODE_TIMESTAMP:
@@ -580,9 +593,15 @@ class TableReader:
                 self.last_ts = stamped[-1][0]
         return records
 
-    def _read_bulk(self, limit: int) -> list[SourceRecord]:
+    def _read_bulk(self, limit: int) -> list[SourceRecord | SourceBatch]:
         if self._interrupted is not None:
             raise self._interrupted
+        if self._batch is not None:
+            return self._batch.read_bulk(limit)
+        return [self._record(row, {}) for row in self._bulk_rows(limit)]
+
+    def _bulk_rows(self, limit: int) -> list:
+        """The bulk snapshot's next ``limit`` rows, streamed on a connection of its own."""
         if self._bulk is None:
             order = list(self.table.primary_key.columns)
             stmt = self._select().order_by(*order)
@@ -602,7 +621,7 @@ class TableReader:
         if len(rows) < limit:
             self.done = True
             self.close()
-        return [self._record(row, {}) for row in rows]
+        return rows
 
     def _record(self, row, offset: dict) -> SourceRecord:
         # Trusted: each mapping's convert() yields what its field schema takes (see .schema); the
@@ -618,12 +637,19 @@ class TableReader:
                             source_offset=dict(offset, **self.split_offset) if self.split_offset else offset)
 
     def close(self) -> None:
+        if getattr(self, "_batch", None) is not None:
+            self._batch.close()
         bulk, conn = self._bulk, getattr(self, "_conn", None)
         self._bulk, self._conn = None, None
         if bulk is not None:
             bulk.close()
         if conn is not None:
             conn.close()
+
+
+def _rows(items: list) -> int:
+    """Rows in a list of records and batches."""
+    return sum(len(r) if isinstance(r, SourceBatch) else 1 for r in items)
 
 
 class JdbcSourceTask(SourceTask):
@@ -654,24 +680,26 @@ class JdbcSourceTask(SourceTask):
         committed = self.context.offset_storage_reader.offsets([t.partition for t in tables]) if tables else {}
         with self._engine.connect() as conn:
             now = db_now(conn)
-        self._readers = [TableReader(self._engine, t, values, committed.get(canonical(t.partition)), now, window)
-                         for t in tables]
+        self._adbc = bp.SharedAdbc(self._engine) if values[c.BATCH_ENABLED] and \
+            self._engine.dialect.name == "postgresql" else None
+        self._readers = [TableReader(self._engine, t, values, committed.get(canonical(t.partition)), now, window,
+                                     self._adbc) for t in tables]
         self._next = 0
 
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> list[SourceRecord | SourceBatch] | None:
         readers = [r for r in getattr(self, "_readers", []) if not r.done]
         if not readers:
             return None
-        records: list[SourceRecord] = []
+        records: list[SourceRecord | SourceBatch] = []
         for k in range(len(readers)):
             reader = readers[(self._next + k) % len(readers)]
             try:
-                records += reader.read(self.batch - len(records))
+                records += reader.read(self.batch - _rows(records))
             except ConnectException:
                 if records:  # hand over what other tables gave; this reader fails again on the next poll
                     break
                 raise
-            if len(records) >= self.batch:
+            if _rows(records) >= self.batch:
                 break
         self._next += 1
         return records
@@ -679,6 +707,8 @@ class JdbcSourceTask(SourceTask):
     def stop(self) -> None:
         for r in getattr(self, "_readers", []):
             r.close()
+        if getattr(self, "_adbc", None) is not None:
+            self._adbc.close()
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.dispose()
