@@ -25,6 +25,14 @@ missing or holds another row count. Kafka: the embedded broker, or
   JsonConverter with ``schemas.enable=false``, planned with ``make_plan`` and run
   in this process with ``executor.run_group`` (what a Spark task runs); timed:
   ``run_group`` (planning on stderr).
+* ``jdbc_<mode>_1task_schemas``: the same with ``schemas.enable=true`` (Kafka Connect's default
+  worker), against ``raw_producer_json_schemas``: the raw producer of the same envelopes (the
+  schema texts from the JsonConverter, the payloads encoded independently as above).
+* ``jdbc_<mode>_1task_avro_registry``: the value through the AvroConverter with the stand-in
+  schema registry, against ``raw_producer_avro_registry``: a raw producer of Confluent-framed
+  Avro written per row by fastavro from psycopg's rows (the same schema, registered first).
+* ``jdbc_<mode>_1task_peak_rss``: the 1-task import run again in a process of its own; its
+  peak resident memory (``ru_maxrss``) against the 500 MB target.
 * ``jdbc_<mode>_split4_inprocess``: the same with ``copycat.split.column=id``,
   ``copycat.split.count=4``, tasks.max=4, its four tasks run one after the
   other in this process (the split's overhead without parallelism).
@@ -164,6 +172,85 @@ def encode_row(row) -> tuple[bytes, bytes]:
 COLUMNS = "id, updated_at, customer, email, category, qty, amount, score, status, note"
 
 
+def table_schemas(table: str):
+    """(key schema, value schema) the connector gives ``table``'s rows: the JDBC source's own column mapping."""
+    import sqlalchemy as sa
+
+    from airflow_copycat.connectors.jdbc.schema import ColumnMapping, map_column, struct_schema
+
+    engine = sa.create_engine(PG_URL)
+    try:
+        t = sa.Table(table, sa.MetaData(), autoload_with=engine)
+    finally:
+        engine.dispose()
+    from zoneinfo import ZoneInfo
+
+    mappings = [map_column(c.name, c.type, c.nullable, "none", ZoneInfo("UTC")) for c in t.columns]
+    pk = [m for m in mappings if m.name in {c.name for c in t.primary_key.columns}]
+    key = struct_schema(None, [ColumnMapping(m.name, m.schema.copy(optional=False), m.convert) for m in pk])
+    return key, struct_schema(table, mappings)
+
+
+def with_envelopes(payload: list[tuple[bytes, bytes]], table: str) -> list[tuple[bytes, bytes]]:
+    """The raw payload as the JsonConverter writes it with ``schemas.enable=true``: each key and value
+    inside ``{"schema":<its schema>,"payload":...}`` (the schema texts from the converter, the payloads
+    as encoded independently by :func:`encode_row`)."""
+    from airflow_copycat.connect.json_converter import JsonConverter
+
+    key_schema, value_schema = table_schemas(table)
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": True}, False)
+    kp = b'{"schema":' + conv.as_json_schema(key_schema).encode() + b',"payload":'
+    vp = b'{"schema":' + conv.as_json_schema(value_schema).encode() + b',"payload":'
+    return [(kp + k + b"}", vp + v + b"}") for k, v in payload]
+
+
+def avro_rows(table: str, registry_url: str, subject: str) -> list[tuple[bytes, bytes]]:
+    """Every row of ``table`` as (JSON key, Confluent-framed Avro value): the value's Avro schema as the
+    converter derives it, registered under ``subject``; the bodies written by fastavro from the rows
+    psycopg reads (independent of the connector's encoder)."""
+    import io
+
+    import fastavro
+    import psycopg
+    from confluent_kafka.schema_registry import Schema as RegistrySchema
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from airflow_copycat.connect.avro_converter import AvroConverter
+
+    _, value_schema = table_schemas(table)
+    conv = AvroConverter()
+    conv.configure({"schema.registry.url": registry_url}, False)
+    writer = conv._data.writer(value_schema)
+    schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
+        subject, RegistrySchema(writer.schema_json, "AVRO"))
+    parsed = fastavro.parse_schema(writer.avro_schema)
+    header = struct.pack(">bI", 0, schema_id)
+    names = [f.name for f in value_schema.fields]
+    out = []
+    with psycopg.connect(f"host={PG_HOST} dbname={PG_DB}") as c, c.cursor(name="bench-avro") as cur:
+        cur.itersize = 10_000
+        cur.execute(f"SELECT {COLUMNS} FROM {table}")
+        for row in cur:
+            buf = io.BytesIO()
+            record = dict(zip(names, row))
+            record["amount"] = record["amount"].quantize(type(record["amount"])("0.01"))
+            record["score"] = _F32.unpack(_F32.pack(record["score"]))[0]
+            fastavro.schemaless_writer(buf, parsed, record)
+            out.append((f'{{"id":{row[0]}}}'.encode(), header + buf.getvalue()))
+    return out
+
+
+RSS_SCRIPT = """
+import json, resource, sys
+from airflow_copycat.runtime.executor import run_group
+group, props = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+result = run_group(group, props)
+print(json.dumps({"records": result.get("records"), "status": [t["status"] for t in result["tasks"]],
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
 def encode_rows(table: str) -> list[tuple[bytes, bytes]]:
     """Every row of ``table`` as the (key, value) bytes the JsonConverter writes without schemas."""
     import psycopg
@@ -279,6 +366,7 @@ def main() -> int:
         env.update(submit.submit_env(worker_props, {}))
         py_files = submit.package_zip(os.path.join(tmp, "zip"))
         figures: list[tuple[str, float, str]] = []  # (name, value, unit) of the connector runs
+        other_figures: list[tuple[str, float, float, str]] = []  # (name, rows/s, baseline rows/s, baseline)
 
         # ---- baseline A: psql \copy binary
         copy_binary(f"SELECT * FROM {table}")  # warm-up: the table into the page cache
@@ -382,6 +470,57 @@ def main() -> int:
         verify(topic, "1task", n, expected_sum)
         figures.append((f"jdbc_{mode}_1task", n / t_one, "rows/s"))
 
+        # ---- the same with schemas.enable=true (Kafka Connect's default worker), against its own raw producer
+        payload = with_envelopes(encode_rows(table), table)
+        schemas_sum = checksum(payload)
+        create_topic(bootstrap, topic_raw, parts)
+        with timed() as t_raw_schemas:
+            produce_pairs(payload)
+        del payload
+        note(f"raw producer, envelopes: {t_raw_schemas[0]:.2f} s")
+        delete_topic(bootstrap, topic_raw)
+        envelopes = {k: "true" for k in NO_SCHEMAS if k.endswith("schemas.enable")}
+        p, topic, _ = plan("1task-schemas", table, mode, **envelopes)
+        t_schemas = in_process("1task schemas.enable=true", p["groups"][0], n)
+        verify(topic, "1task schemas.enable=true", n, schemas_sum)
+        other_figures.append((f"jdbc_{mode}_1task_schemas", n / t_schemas, n / t_raw_schemas[0],
+                              "raw_producer_json_schemas"))
+
+        # ---- AvroConverter with a schema registry, against a raw producer of the same Avro bytes
+        from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+
+        with SchemaRegistryServer() as registry:
+            prefix = f"bench-jdbc-avro-{run_id}-"
+            payload = avro_rows(table, registry.url, f"{prefix}{table}-value")
+            avro_sum = checksum(payload)
+            create_topic(bootstrap, topic_raw, parts)
+            with timed() as t_raw_avro:
+                produce_pairs(payload)
+            del payload
+            note(f"raw producer, Avro: {t_raw_avro[0]:.2f} s")
+            delete_topic(bootstrap, topic_raw)
+            avro = {"value.converter": "io.confluent.connect.avro.AvroConverter",
+                    "value.converter.schema.registry.url": registry.url}
+            p, topic, _ = plan("avro", table, mode, **avro)
+            t_avro = in_process("1task avro+registry", p["groups"][0], n)
+            verify(topic, "1task avro+registry", n, avro_sum)
+        other_figures.append((f"jdbc_{mode}_1task_avro_registry", n / t_avro, n / t_raw_avro[0],
+                              "raw_producer_avro_registry"))
+
+        # ---- peak memory of the 1-task import, in a process of its own
+        p, topic, _ = plan("rss", table, mode)
+        group_path = submit.write_json(p["groups"][0], os.path.join(tmp, "rss.group.json"))
+        props_path = submit.write_json(worker_props, os.path.join(tmp, "rss.props.json"))
+        r = subprocess.run([sys.executable, "-c", RSS_SCRIPT, group_path, props_path], capture_output=True,
+                           text=True, env=env)
+        if r.returncode != 0:
+            fail(f"the memory run exited {r.returncode}: {r.stderr[-2000:]}")
+        rss = json.loads(r.stdout.strip().splitlines()[-1])
+        if rss["records"] != n or set(rss["status"]) != {"ok"}:
+            fail(f"the memory run: {rss}")
+        verify(topic, "1task (memory run)", n, expected_sum)
+        peak_mb = rss["maxrss_kb"] / 1024
+
         # ---- the connector, split into 4 key ranges
         t_trivial = None
         if split_available():
@@ -410,6 +549,10 @@ def main() -> int:
         for name, value, unit in figures:
             report(name, value, unit, value / base_copy, "psql_copy_binary")
             report(name, value, unit, value / base_raw, "raw_producer_json")
+        for name, value, base, base_name in other_figures:
+            report(base_name, base, "rows/s", 1.0, "itself")
+            report(name, value, "rows/s", value / base, base_name)
+        report(f"jdbc_{mode}_1task_peak_rss", peak_mb, "MB", peak_mb / 500, "the 500 MB target")
 
         if args.skip_incremental:
             return 0
