@@ -202,26 +202,31 @@ def read_topic(bootstrap: str, topic: str, partitions: int, fn: Callable[[bytes]
 
 
 def produce_all(producer_config: dict, topic: str, values) -> int:
-    """Produce ``values`` (bytes) as a plain confluent-kafka application does (delivery callback,
-    ``poll(0)`` after each produce, retry on a full queue, ``flush`` at the end). Returns the count."""
-    p = Producer(producer_config)
+    """Produce ``values`` (bytes, or ``(key, value)`` pairs) as the best plain confluent-kafka program does:
+    delivery reports for failures only (``delivery.report.only.error``, one error callback), ``poll(0)``
+    every 1,000 records and whenever the queue is full, ``flush`` at the end. Returns the count."""
     errors: list[str] = []
 
     def on_delivery(err, msg):
         if err is not None:
             errors.append(str(err))
 
+    p = Producer({**producer_config, "delivery.report.only.error": True, "on_delivery": on_delivery})
     n = 0
     for v in values:
+        k = None
+        if isinstance(v, tuple):
+            k, v = v
         while True:
             try:
-                p.produce(topic, v, on_delivery=on_delivery)
+                p.produce(topic, v, k)
                 break
             except BufferError:
                 p.poll(0.5)
-        p.poll(0)
         n += 1
-    left = p.flush(120)
+        if n % 1000 == 0:
+            p.poll(0)
+    left = p.flush(300)
     if left or errors:
         fail(f"producing to {topic}: {left} not acknowledged, errors {errors[:3]}")
     return n

@@ -6,8 +6,9 @@ each) in a temp dir. Kafka: the embedded broker, or ``KAFKA_BOOTSTRAP``.
 * baseline ``raw_producer``: a plain confluent-kafka program reads the file line
   by line and produces the raw line bytes (no converter, no envelope) with the
   producer settings our runtime uses (``WorkerConfig.producer_config()``:
-  idempotent, acks=all, linger.ms=20, murmur2_random), a delivery callback and
-  ``poll(0)`` per record, then ``flush()``.
+  idempotent, acks=all, linger.ms=20, murmur2_random), delivery reports for
+  failures only and ``poll(0)`` every 1,000 records (``_common.produce_all``),
+  then ``flush()``.
 * ``file_to_kafka_json``: FileStreamSource, tasks.max=1, planned with
   ``make_plan`` and run in this process with ``executor.run_group`` (the code a
   Spark task runs), default JsonConverter: every value is the Kafka Connect

@@ -17,7 +17,8 @@ missing or holds another row count. Kafka: the embedded broker, or
   timestamps as epoch ms, the decimal as base64 of its unscaled value, the real
   as Java's ``Float.toString``); timed: a plain confluent-kafka program that
   produces those key/value bytes (``WorkerConfig.producer_config()``, delivery
-  callback, ``poll(0)`` per record) and flushes. Verified byte-identical to what
+  error callback with ``delivery.report.only.error``, ``poll(0)`` every 1,000 records: see
+  ``_common.produce_all``) and flushes. Verified byte-identical to what
   the connector wrote (same count and same order-independent checksum of
   key+value).
 * ``jdbc_<mode>_1task``: JdbcSource (``--mode``, default incrementing on ``id``;
@@ -73,7 +74,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import create_topic, delete_topic, fail, kafka, note, report, timed, uid
+from _common import create_topic, delete_topic, fail, kafka, note, produce_all, report, timed, uid
 from bench_spark_startup import TRIVIAL_APP, spark_submit
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -344,8 +345,9 @@ def main() -> int:
     ap.add_argument("--table", help="default bench_orders (bench_orders_<rows> unless --rows is 2M)")
     ap.add_argument("--mode", default="incrementing", choices=["bulk", "incrementing"],
                     help="mode of the full-table runs (default incrementing on id)")
-    ap.add_argument("--batch-rows", type=int, default=1000,
-                    help="batch.max.rows of every connector run (default 1000; Confluent's default is 100)")
+    ap.add_argument("--batch-rows", type=int, default=10000,
+                    help="batch.max.rows of every connector run (default 10000, what a bulk import sets; the "
+                         "connector's default is Confluent's 100, one query per 100 rows)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--catch-up-run", action="store_true",
@@ -386,26 +388,7 @@ def main() -> int:
         producer_cfg = worker.producer_config()
 
         def produce_pairs(pairs: list[tuple[bytes, bytes]]) -> int:
-            from confluent_kafka import Producer
-
-            p, errors = Producer(producer_cfg), []
-
-            def on_delivery(err, msg):
-                if err is not None:
-                    errors.append(str(err))
-
-            for k, v in pairs:
-                while True:
-                    try:
-                        p.produce(topic_raw, v, k, on_delivery=on_delivery)
-                        break
-                    except BufferError:
-                        p.poll(0.5)
-                p.poll(0)
-            left = p.flush(300)
-            if left or errors:
-                fail(f"raw producer: {left} not acknowledged, errors {errors[:3]}")
-            return len(pairs)
+            return produce_all(producer_cfg, topic_raw, pairs)
 
         with timed() as t_raw:
             produce_pairs(payload)

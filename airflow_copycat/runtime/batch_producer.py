@@ -65,6 +65,10 @@ def byte_list(arr) -> list:
     return out
 
 
+def _sizes(items: list, start: int, stop: int) -> int:
+    return sum(len(x) for x in items[start:stop] if x is not None)
+
+
 class BatchProducer:
     """Encodes and produces batches for one task (see the module docstring)."""
 
@@ -116,11 +120,13 @@ class BatchProducer:
                     except (BufferError, KafkaException):
                         refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
                         if refused is not None:
+                            nbytes -= len(v or b"") + len(k or b"")  # counted below with the others: not sent
                             dead_letter("KAFKA_PRODUCE", refused, original.to_records([i])[0], "Producer")
                             continue
-                    producer.poll(0)
                     produced += 1
-                    nbytes += len(v or b"") + len(k or b"")
+                    if not produced % 1000:  # serves delivery reports (the producer reports failures only)
+                        producer.poll(0)
+                nbytes += _sizes(values, start, stop) + _sizes(keys, start, stop)
             else:
                 for i in range(start, stop):
                     k, v = keys[i], values[i]
@@ -128,9 +134,10 @@ class BatchProducer:
                     if refused is not None:
                         dead_letter("KAFKA_PRODUCE", refused, original.to_records([i])[0], "Producer")
                         continue
-                    producer.poll(0)
                     produced += 1
                     nbytes += len(v or b"") + len(k or b"")
+                    if not produced % 1000:
+                        producer.poll(0)
             if stop < len(batch):  # a row the encoders left: the per-record path, transforms included
                 send_record(original.to_records([stop])[0])
             start = stop + 1

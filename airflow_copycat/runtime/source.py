@@ -149,8 +149,9 @@ class SourceRun:
         if self.offsets_name != self.name:
             log.info("connector %s task %s: windowed run, offsets kept under %s", self.name, stats.task,
                      self.offsets_name)
-        producer_cfg = worker.producer_config({k[len("producer.override."):]: v for k, v in config.items()
-                                               if k.startswith("producer.override.")})
+        overrides = {k[len("producer.override."):]: v for k, v in config.items() if k.startswith("producer.override.")}
+        # delivery reports for failures only: the run learns of success from flush() / the transaction's commit
+        producer_cfg = worker.producer_config({"delivery.report.only.error": True, **overrides})
         if transactions.exactly_once(config, worker):
             tid = transactions.transactional_id(worker, self.offsets_name, stats.task)
             interval = None if s.transaction_boundary != "interval" else \
@@ -295,8 +296,9 @@ class SourceRun:
         if refused is not None:
             self.dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
             return
-        self.producer.poll(0)
         self.produced += 1
+        if self.produced % 1000 == 0:  # serves delivery reports (failures only)
+            self.producer.poll(0)
         entry = self.mark(record.source_partition, record.source_offset)
         if entry is not None:
             entry["records"] += 1
