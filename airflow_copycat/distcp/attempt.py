@@ -11,7 +11,8 @@ where a rename does not overwrite). :meth:`Attempt.discard` removes the
 temporaries this attempt has not renamed -- nothing else; those of an attempt
 that died stay until the publisher drops the file's staging directory.
 
-Temporaries sit beside the outputs rather than in a directory per attempt: on a
+Temporaries sit beside the outputs (for a file staged flat, :mod:`.staged`, in its
+set dir) rather than in a directory per attempt: on a
 local disk making and removing two directories per file cost more than the
 copy of a small file (0.1-0.3 ms per ``mkdir`` on the benchmark machines). On the
 local disk the steps are plain system calls (``os.makedirs``, ``open``,
@@ -53,13 +54,15 @@ def rm_quietly(fs, path: str, recursive: bool = False) -> None:
 class Attempt:
     """One attempt's writes under a file's staging directory (see the module docstring)."""
 
-    def __init__(self, fs, file_dir: str):
+    def __init__(self, fs, file_dir: str, dirs: set[str] | None = None):
+        """``file_dir``: where the temporaries go; ``dirs``: directories known to exist, shared
+        with other attempts of the same session (and added to), so each is made once."""
         self.fs = fs
         self.local = is_local(fs)
         self.file_dir = file_dir
         self.prefix = posixpath.join(file_dir, f"{ATTEMPT_PREFIX}{int(time.time())}-{secrets.token_hex(6)}-")
         self._n = 0
-        self._dirs: set[str] = set()  # directories known to exist
+        self._dirs: set[str] = set() if dirs is None else dirs  # directories known to exist
         self._pending: set[str] = set()  # temporaries written and not renamed yet
 
     def _makedirs(self, d: str) -> None:

@@ -6,8 +6,12 @@ recovers a file an earlier attempt had already persisted. The same here, on any
 pair of fsspec filesystems, with a marker that makes "staged" a fact one can
 test:
 
-**A file is staged iff** ``staging.done_marker(f)`` **exists** (and names ``f.id``).
-The marker is written last, after every output has been renamed into place,
+**A file is staged iff** ``staging.done_marker(f)`` **exists** (and names ``f.id``) --
+or, for a plain file (no converters, one part) on a local target, which is
+staged flat as ``<set dir>/<file id>.data``, iff a done journal of its set dir
+records it and the data file has the recorded size (:mod:`.staged`; format
+``copycat.distcp.done/2``, the fields below plus ``"staged"``).
+The marker (the record) is written last, after every output has been renamed into place,
 so no reader ever takes a partial output for a staged one. Its JSON::
 
     {"format": "copycat.distcp.done/1", "id": f.id, "origin": ..., "destination": ...,
@@ -59,7 +63,7 @@ the records tile ``[0, f.size)`` in order, concatenates the parts into the stage
 output verifying each part's digest and the whole checksum, and writes the
 marker.
 
-Reuse: a unit whose file has a marker (with its id) is not copied again
+Reuse: a unit whose file is staged (in either layout, whichever version staged it) is not copied again
 (``status="reused"``, ``bytes_read`` 0), so a rerun after a failure copies only
 what is not staged yet. The marker is trusted: publishing moves the outputs
 away, so it is the publisher's log, not this module, that knows what happened
@@ -86,6 +90,7 @@ from .localcopy import PROGRAMMING_ERRORS as _PROGRAMMING_ERRORS
 from .localcopy import SourceChanged as _SourceChanged
 from .localcopy import SourceError as _SourceError
 from .model import PARTS_DIR, CopyableFile, Staging, WorkUnit
+from .staged import FLAT_DONE_FORMAT, Session, SetDir, data_name, flat_layout
 
 log = logging.getLogger("airflow_copycat.distcp")
 
@@ -201,7 +206,17 @@ def _verify(f: CopyableFile, bytes_read: int, hashers: dict, algo: str | None,
 
 
 def read_done_marker(target_fs, staging: Staging, f: CopyableFile) -> dict | None:
-    """The done marker of ``f`` if it exists and names ``f.id`` (the file is staged), else None."""
+    """The done record of ``f`` if it is staged, in either layout (flat with a journal record, see
+    :mod:`.staged`; or in its file dir, with a ``_done.json`` naming ``f.id``), else None."""
+    if flat_layout(target_fs, f):
+        record = SetDir.scan(staging.file_set_dir(f.file_set)).staged(f)
+        if record is not None:
+            return record
+    return _read_marker_file(target_fs, staging, f)
+
+
+def _read_marker_file(target_fs, staging: Staging, f: CopyableFile) -> dict | None:
+    """The ``_done.json`` of ``f`` (layout 1) if it exists and names ``f.id``, else None."""
     try:
         marker = json.loads(target_fs.cat_file(staging.done_marker(f)))
     except FileNotFoundError:
@@ -212,12 +227,27 @@ def read_done_marker(target_fs, staging: Staging, f: CopyableFile) -> dict | Non
     return marker if isinstance(marker, dict) and marker.get("id") == f.id else None
 
 
+def _done_record(f: CopyableFile, outputs: list[dict], checksum: str | None, bytes_read: int,
+                 parts: int) -> dict[str, Any]:
+    return {"format": DONE_FORMAT, "id": f.id, "origin": f.origin, "destination": f.destination,
+            "outputs": outputs, "checksum": checksum, "source_checksum": f.checksum, "bytes_read": bytes_read,
+            "size": f.size, "converters": list(f.converters), "parts": parts, "staged_at": time.time()}
+
+
 def _write_marker(attempt: _Attempt, staging: Staging, f: CopyableFile, outputs: list[dict],
                   checksum: str | None, bytes_read: int, parts: int) -> None:
-    marker = {"format": DONE_FORMAT, "id": f.id, "origin": f.origin, "destination": f.destination,
-              "outputs": outputs, "checksum": checksum, "source_checksum": f.checksum, "bytes_read": bytes_read,
-              "size": f.size, "converters": list(f.converters), "parts": parts, "staged_at": time.time()}
+    marker = _done_record(f, outputs, checksum, bytes_read, parts)
     attempt.put_bytes(staging.done_marker(f), json.dumps(marker, sort_keys=True).encode("utf-8"))
+
+
+def staged_record(session: Session, target_fs, staging: Staging, f: CopyableFile) -> dict | None:
+    """The done record of ``f`` if it is staged, in either layout: flat with a journal record
+    (:mod:`.staged`), or in its file dir with a ``_done.json`` (looked for only where the session's
+    scan found the file dir, or on other filesystems)."""
+    record = session.flat_record(f)
+    if record is None and session.may_have_file_dir(f):
+        record = _read_marker_file(target_fs, staging, f)
+    return record
 
 
 def _output_path(destination: str, relative: str) -> str:
@@ -337,13 +367,18 @@ def _both_local(source_fs, target_fs) -> bool:
 
 
 def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,
-                progress, fast: bool) -> None:
+                progress, fast: bool, session: Session) -> None:
     f = unit.file
-    file_dir = staging.file_dir(f)
-    stage_root = posixpath.join(file_dir, f.destination)
+    flat = flat_layout(target_fs, f)
+    if flat:  # <set dir>/<file id>.data, recorded in the session's journal (see .staged)
+        file_dir = staging.file_set_dir(f.file_set)
+        stage_root = posixpath.join(file_dir, data_name(f))
+    else:
+        file_dir = staging.file_dir(f)
+        stage_root = posixpath.join(file_dir, f.destination)
     hashers, algo, expected = _hashers(config, f)
     limits = conv.Limits.from_config(config, input_bytes=f.size)
-    attempt = _Attempt(target_fs, file_dir)
+    attempt = _Attempt(target_fs, file_dir, session.dirs if flat else None)
     tree = _Tree(f.origin)
     temps: dict[str, str] = {}  # output (relative to the destination) -> this attempt's temporary
     links: list[tuple[str, conv.Link]] = []
@@ -376,7 +411,11 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
             attempt.commit(temps[rel], posixpath.join(stage_root, rel) if rel else stage_root)
         outputs = [{"path": _output_path(f.destination, rel), "size": size}
                    for rel, size in sorted(tree.files.items())]
-        _write_marker(attempt, staging, f, outputs, computed, reader.count, 1)
+        if flat:
+            session.record(f, {**_done_record(f, outputs, computed, reader.count, 1), "format": FLAT_DONE_FORMAT,
+                               "staged": data_name(f)})
+        else:
+            _write_marker(attempt, staging, f, outputs, computed, reader.count, 1)
         result["bytes_written"] = sum(tree.files.values())
         if progress is not None:
             progress(reader.count)
@@ -524,7 +563,7 @@ def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, 
     started = time.monotonic()
     n_parts = _expected_parts(f, config, parts)
     result = _result(f, None, n_parts)
-    if read_done_marker(target_fs, staging, f) is not None:
+    if _read_marker_file(target_fs, staging, f) is not None:  # a split file is never staged flat
         result.update(status="reused", bytes_reused=f.size, seconds=round(time.monotonic() - started, 3))
         return result
     attempt = _Attempt(target_fs, staging.file_dir(f))
@@ -601,7 +640,8 @@ def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, 
 
 
 def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, *,
-              progress: Callable[[int], Any] | None = None, fast: bool = True) -> dict[str, Any]:
+              progress: Callable[[int], Any] | None = None, fast: bool = True,
+              session: Session | None = None) -> dict[str, Any]:
     """Copy one work unit into staging; never raises for a problem of the file's data or of the
     filesystems (bugs do raise).
 
@@ -613,7 +653,9 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     far about every 64 MiB, and at the end. ``fast``: a file without converters, from the local disk to the
     local disk, is copied by :mod:`.localcopy` (``copy_file_range``, or one read per block for write and
     hash) -- the same bytes, checksums, staged names and errors as the streaming path, which ``fast=False``
-    forces (the differential tests compare the two).
+    forces (the differential tests compare the two). ``session``: the :class:`.staged.Session` of the
+    units copied together (:func:`.inflight.copy_units`: its scan of what is staged, its done journals);
+    ``None``: one of this call's own.
 
     Returns ``{"file": id, "origin", "destination", "dataset", "file_set", "part",
     "parts", "status": "ok" | "reused" | "failed", "error": None | str,
@@ -630,11 +672,18 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
         raise ValueError(f"{f.origin}: a split file cannot have converters ({', '.join(f.converters)})")
     _checksum_algorithm(config)  # a bad value is a bug of the caller: config validation rejects it
     result = _result(unit, unit.part, unit.parts)
-    if read_done_marker(target_fs, staging, f) is not None:
-        result.update(status="reused", bytes_reused=unit.bytes)
-    elif split:
-        _copy_part(unit, source_fs, target_fs, staging, config, result, progress, fast)
-    else:
-        _copy_whole(unit, source_fs, target_fs, staging, config, result, progress, fast)
+    own = session is None
+    if own:
+        session = Session(target_fs, staging)
+    try:
+        if staged_record(session, target_fs, staging, f) is not None:
+            result.update(status="reused", bytes_reused=unit.bytes)
+        elif split:
+            _copy_part(unit, source_fs, target_fs, staging, config, result, progress, fast)
+        else:
+            _copy_whole(unit, source_fs, target_fs, staging, config, result, progress, fast, session)
+    finally:
+        if own:
+            session.close()
     result["seconds"] = round(time.monotonic() - started, 3)
     return result

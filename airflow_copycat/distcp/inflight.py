@@ -7,7 +7,9 @@ to ``threads`` units (:data:`FILES_IN_FLIGHT`) are copied at once, each by
 :func:`.copier.copy_unit` exactly as alone -- its own attempt directory, its own
 temporaries, its own result -- so nothing of the staging contract changes: the
 units are independent (two parts of one split file are two byte ranges, two
-part files and two records). The system calls that move bytes, make
+part files and two records). The units of one call share one
+:class:`.staged.Session`: one scan per set dir of what is staged, one done journal
+per set dir for the files staged flat. The system calls that move bytes, make
 directories and rename, and hashlib on large buffers, release the GIL.
 """
 
@@ -19,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .copier import copy_unit
 from .model import Staging, WorkUnit
+from .staged import Session
 
 FILES_IN_FLIGHT = 4
 """Units one task copies at a time (threads)."""
@@ -53,7 +56,7 @@ def copy_units(units: Iterable[WorkUnit], source_fs, target_fs, staging: Staging
 
         try:
             return copy_unit(unit, source_fs, target_fs, staging, config,
-                             progress=unit_progress if progress is not None else None, fast=fast)
+                             progress=unit_progress if progress is not None else None, fast=fast, session=session)
         finally:
             with lock:
                 running.pop(i, None)
@@ -61,14 +64,18 @@ def copy_units(units: Iterable[WorkUnit], source_fs, target_fs, staging: Staging
                 if progress is not None:
                     progress(done[0] + sum(running.values()))
 
-    if threads <= 1 or len(units) <= 1:
-        for i, unit in enumerate(units):
-            yield unit, one(i)
-        return
-    pool = ThreadPoolExecutor(max_workers=min(threads, len(units)), thread_name_prefix="copycat-copy")
+    session = Session(target_fs, staging)
     try:
-        futures = [pool.submit(one, i) for i in range(len(units))]
-        for unit, future in zip(units, futures):
-            yield unit, future.result()
+        if threads <= 1 or len(units) <= 1:
+            for i, unit in enumerate(units):
+                yield unit, one(i)
+            return
+        pool = ThreadPoolExecutor(max_workers=min(threads, len(units)), thread_name_prefix="copycat-copy")
+        try:
+            futures = [pool.submit(one, i) for i in range(len(units))]
+            for unit, future in zip(units, futures):
+                yield unit, future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        session.close()

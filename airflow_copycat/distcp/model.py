@@ -19,7 +19,9 @@ executors:
 
 Staging layout, under the target (same filesystem, so publishing is a rename)::
 
-    <target>/_copycat/distcp/staging/<file set id>/<file id>/<destination...>   staged output of a file
+    <target>/_copycat/distcp/staging/<file set id>/<file id>.data               a plain file on a local target
+    <target>/_copycat/distcp/staging/<file set id>/_done-<session>.jsonl        its done record (see .staged)
+    <target>/_copycat/distcp/staging/<file set id>/<file id>/<destination...>   staged output of any other file
     <target>/_copycat/distcp/staging/<file set id>/<file id>/_done.json         written last: the output is whole
     <target>/_copycat/distcp/staging/<file set id>/<file id>/_parts/<k>         byte ranges of a split file
     <target>/_copycat/distcp/wal/<file set id>.json                             publish log (while publishing)
@@ -34,7 +36,11 @@ the plain ``<24 hex>`` of the dataset name.
 
 Names starting with ``_`` are skipped by readers (Spark, pyarrow, Hive), and
 the staged tree under ``<file id>/`` mirrors the destination, so publishing a
-file is a rename of ``<file id>/<destination>`` to ``<target>/<destination>``.
+file is a rename of ``<file id>/<destination>`` (or ``<file id>.data``) to
+``<target>/<destination>``. A plain file (no converters, not split) on the local
+disk is staged flat (:mod:`.staged`): no directory of its own to make and remove.
+Both layouts are read by the copier (reuse) and the publisher, whichever version
+of copycat staged them.
 """
 
 from __future__ import annotations
@@ -119,7 +125,7 @@ class CopyableFile:
             object.__setattr__(self, "id", file_id(self.origin, self.size, self.mtime, self.checksum))
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = {name: getattr(self, name) for name in _FILE_FIELDS}  # (dataclasses.asdict deep-copies: slow)
         d["preserve"], d["converters"] = list(self.preserve), list(self.converters)
         return d
 
@@ -128,6 +134,9 @@ class CopyableFile:
         d = dict(d)
         d["preserve"], d["converters"] = tuple(d.get("preserve") or ()), tuple(d.get("converters") or ())
         return cls(**d)
+
+
+_FILE_FIELDS = tuple(f.name for f in dataclasses.fields(CopyableFile))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ whole or not at all. The copier has staged each file under
     {"id": <file id>, "origin": ..., "outputs": [{"path": <relative to the target root>, "size": n}, ...],
      "checksum": "md5:..." | null, "bytes": n}
 
-so a file is *staged* iff its marker exists and carries its id. A file set is
+so a file is *staged* iff its marker exists and carries its id -- or, for a plain
+file staged flat on a local target (``<set dir>/<file id>.data``, :mod:`.staged`),
+iff a done journal of the set dir records it and the data file has the recorded
+size; the log then renames that file, and nothing of the file is left to drop
+(the journals go once no record in them names a staged file). A file set is
 one job's (``Staging.job``; see :mod:`.model`): its staging, log and manifest are
 keyed by the job and the dataset, so jobs sharing a target never drop or replay
 each other's work; and the runs of one job (backfill windows of one dataset) drop
@@ -125,8 +129,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..connect.errors import ConnectException
+from .attempt import ATTEMPT_PREFIX
 from .localcopy import is_local as _is_local
 from .model import CONTROL_DIR, DONE_MARKER, MANIFEST_DIR, PARTS_DIR, CopyableFile, Staging
+from .staged import DATA_SUFFIX, compact, data_name, is_journal, read_records, record_size
 
 LOG_FORMAT = "copycat.distcp.publish-log/1"
 ATTRIBUTE_OPS = ("chown", "chmod", "utime")
@@ -183,6 +189,8 @@ def _ancestors(path: str) -> list[str]:
 class _Staged:
     file: CopyableFile
     outputs: list[dict]  # {"path", "size"}
+    staged: dict[str, str] | None = None  # output path -> its staged path (full); None: in its file dir
+    file_dir: str | None = None  # the file's staging directory (layout 1) to drop once published, if any
 
 
 class Publisher:
@@ -438,7 +446,7 @@ class Publisher:
             if f.origin in errors:
                 outputs = self._published_outputs(f, manifest)
                 if outputs is not None:
-                    published.append(_Staged(f, outputs))
+                    published.append(_Staged(f, outputs, {}))
                     del errors[f.origin]
         if errors:
             result["missing"] = sorted(errors)
@@ -525,11 +533,22 @@ class Publisher:
         markers: dict[str, CopyableFile] = {}
         set_dir = self.staging.file_set_dir(file_set) + "/"
         split_ids = set()  # file ids with staged parts
+        file_dirs = set()  # file ids with a staging directory (layout 1)
+        journals = []
         for p in listing:
             file_id, _, below = p[len(set_dir):].partition("/")
+            if below:
+                file_dirs.add(file_id)
+            elif is_journal(file_id):
+                journals.append(p)
             if below.startswith(PARTS_DIR + "/"):
                 split_ids.add(file_id)
+        records = read_records(journals, self.fs.cat_file) if journals else {}
         for f in files:
+            flat = self._flat_staged(f, records.get(f.id), listing, set_dir)
+            if flat is not None:
+                staged.append(_Staged(f, flat[0], flat[1], set_dir + f.id if f.id in file_dirs else None))
+                continue
             marker = self.staging.done_marker(f)
             if marker in listing:
                 markers[marker] = f
@@ -549,7 +568,9 @@ class Publisher:
             if why:
                 errors[f.origin] = why
             else:
-                staged.append(_Staged(f, outputs))
+                file_dir = self.staging.file_dir(f)
+                staged.append(_Staged(f, outputs, {o["path"]: posixpath.join(file_dir, o["path"]) for o in outputs},
+                                      file_dir))
         seen: dict[str, str] = {}
         for s in staged:
             for out in s.outputs:
@@ -558,6 +579,21 @@ class Publisher:
                     errors[s.file.origin] = f"its output {out['path']} is also the output of {other}"
                     errors[other] = f"its output {out['path']} is also the output of {s.file.origin}"
         return staged, errors
+
+    def _flat_staged(self, f: CopyableFile, record: dict | None, listing: dict[str, dict],
+                     set_dir: str) -> tuple[list[dict], dict[str, str]] | None:
+        """``(outputs, {output: staged path})`` when ``f`` is staged flat (:mod:`.staged`: a journal
+        record of its id, its data file there with the record's size, the record's one output its
+        destination), else None (then its file dir is looked at)."""
+        if record is None or f.converters:
+            return None
+        path = set_dir + data_name(f)
+        info = listing.get(path)
+        size = record_size(record)
+        if (info is None or info.get("type") != "file" or info.get("islink") or size is None
+                or int(info.get("size", -1)) != size or record["outputs"][0].get("path") != f.destination):
+            return None
+        return [{"path": f.destination, "size": size}], {f.destination: path}
 
     def _read_many(self, paths: list[str]) -> dict[str, Any]:
         """``{path: bytes or the exception}``; concurrent on remote filesystems (one request per marker)."""
@@ -683,7 +719,9 @@ class Publisher:
         is_root = hasattr(os, "geteuid") and os.geteuid() == 0
         for s in sorted(staged, key=lambda s: s.file.destination):
             f = s.file
-            file_dir = self.staging.file_dir(f)
+            if s.staged is None:  # staged in its file dir (layout 1)
+                s = _Staged(f, s.outputs, {o["path"]: posixpath.join(self.staging.file_dir(f), o["path"])
+                                           for o in s.outputs}, self.staging.file_dir(f))
             wanted = set(f.preserve) if preserve_attrs else set()
             single = len(s.outputs) == 1 and s.outputs[0]["path"] == f.destination
             if wanted and not single and s.outputs:
@@ -693,7 +731,7 @@ class Publisher:
                              f"on {self.fs.protocol!r} filesystems")
             elif wanted and single:
                 rel = s.outputs[0]["path"]
-                common = {"staged": self.rel(posixpath.join(file_dir, rel)), "path": rel}
+                common = {"staged": self.rel(s.staged[rel]), "path": rel}
                 if wanted & {"owner", "group"}:
                     step = self._chown_step(f, wanted, is_root, notes)
                     if step:
@@ -703,7 +741,7 @@ class Publisher:
                 if "mtime" in wanted:
                     attrs.append({"op": "utime", **common, "mtime": float(f.mtime)})
             for out in sorted(s.outputs, key=lambda o: o["path"]):
-                renames.append({"op": "rename", "from": self.rel(posixpath.join(file_dir, out["path"])),
+                renames.append({"op": "rename", "from": self.rel(s.staged[out["path"]]),
                                 "to": out["path"], "size": out["size"], "file": f.id})
         manifest = {p: i for p, i in manifest.items()
                     if p not in delete_set and not any(a in delete_set for a in _ancestors(p))}
@@ -726,7 +764,8 @@ class Publisher:
             "bytes": sum(out["size"] or 0 for s in staged for out in s.outputs),
             "outputs": len(renames),
             "deleted": len(deletes),
-            "drop": sorted({self.rel(self.staging.file_dir(s.file)) for s in staged}),
+            "drop": sorted({self.rel(s.file_dir if s.staged is not None else self.staging.file_dir(s.file))
+                            for s in staged if s.file_dir or s.staged is None}),
             "steps": steps,
         }
         return log, sorted(set(notes))
@@ -799,6 +838,12 @@ class Publisher:
 
     def _step_rename(self, step: dict, log: dict) -> None:
         src, dst = self.path(step["from"]), self.path(step["to"])
+        if self.local:  # the usual case in one system call; anything else (done already, no parent, a
+            try:        # directory in the way) as on any filesystem, below
+                _rename(self.fs, src, dst, True)
+                return
+            except OSError:
+                pass
         if self._exists(src):
             if self.local and os.path.isdir(dst) and not os.path.islink(dst) and not os.path.isdir(src):
                 try:  # a directory that becomes a file: the deletions before emptied it
@@ -869,8 +914,14 @@ class Publisher:
             for path in paths:
                 self._drop(path)
         parents = {posixpath.dirname(path) for path in paths}
+        set_id = log.get("file_set_id")
+        if self.local and isinstance(set_id, str) and set_id and "/" not in set_id and set_id not in (".", ".."):
+            parents.add(staging_prefix + set_id)  # files staged flat leave only journals there
         for parent in sorted(parents):
-            self._drop_if_empty(parent)
+            if self.local:
+                compact(parent, drop_temps=False)
+            else:
+                self._drop_if_empty(parent)
         current = self._read_json(wal, "publish log")
         if current is not None and current.get("token") == log.get("token"):
             self._delete(wal)
@@ -942,16 +993,27 @@ class Publisher:
                 dropped.append(set_dir)
                 continue
             file_set, ids = wanted[set_id]
-            stale = [d for d in self._ls(set_dir) if posixpath.basename(d) not in ids]
+            entries = self._ls(set_dir)
+            journals = [d for d in entries if is_journal(posixpath.basename(d))]
+            temps = [d for d in entries if posixpath.basename(d).startswith(ATTEMPT_PREFIX)]
+            skip = set(journals) | set(temps)
+            stale = [d for d in entries if d not in skip and _entry_id(d) not in ids]
             if partial:
                 origins = set((listed or {}).get(file_set, ()))
-                markers = self._read_many([posixpath.join(d, DONE_MARKER) for d in stale])
-                stale = [d for d in stale
-                         if self._stale_in_window(d, markers[posixpath.join(d, DONE_MARKER)], origins)]
-            for d in stale:
+                flat = [d for d in stale if d.endswith(DATA_SUFFIX)]
+                records = read_records(journals, self.fs.cat_file) if flat and journals else {}
+                # a flat file: an old version of a file this run listed, or never recorded (a copy cut short)
+                flat = [d for d in flat if _entry_id(d) not in records or records[_entry_id(d)].get("origin") in origins]
+                in_dirs = [d for d in stale if not d.endswith(DATA_SUFFIX)]
+                markers = self._read_many([posixpath.join(d, DONE_MARKER) for d in in_dirs])
+                stale = flat + [d for d in in_dirs
+                                if self._stale_in_window(d, markers[posixpath.join(d, DONE_MARKER)], origins)]
+            for d in stale + temps:  # temporaries in the set dir: of attempts of earlier runs, which died
                 self._drop(d)
-                dropped.append(d)
-            if stale:
+            dropped += stale
+            if self.local:
+                compact(set_dir, drop_temps=True)
+            elif stale:
                 self._drop_if_empty(set_dir)
         return sorted(dropped)
 
@@ -1014,6 +1076,12 @@ def _find_local(directory: str) -> dict[str, dict]:
                 out[entry.path] = {"name": entry.path, "size": size, "islink": link,
                                    "type": "file" if stat.S_ISREG(st.st_mode) else "other"}
     return dict(sorted(out.items()))
+
+
+def _entry_id(path: str) -> str:
+    """The file id of an entry of a set dir: a file dir ``<id>`` or a flat data file ``<id>.data``."""
+    name = posixpath.basename(path)
+    return name[:-len(DATA_SUFFIX)] if name.endswith(DATA_SUFFIX) else name
 
 
 def _marker_origin(raw: Any) -> str | None:

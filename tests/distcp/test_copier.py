@@ -23,6 +23,8 @@ from airflow_copycat.distcp import converters as conv
 from airflow_copycat.distcp import copier
 from airflow_copycat.distcp.copier import copy_unit, finish_split, read_done_marker
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
+from airflow_copycat.distcp.publish import Publisher
+from airflow_copycat.distcp.staged import SetDir, data_name, flat_layout
 
 KEY = "ab" * 32
 RESULT_KEYS = {"file", "origin", "destination", "dataset", "file_set", "part", "parts", "status", "error",
@@ -83,10 +85,26 @@ def make_tar(entries) -> bytes:
 
 
 def staged_files(fs, staging: Staging, f: CopyableFile) -> dict[str, bytes]:
+    """What is staged for ``f``, named as in its file dir whatever the layout: a file staged flat
+    (:mod:`airflow_copycat.distcp.staged`) shows as its destination and ``_done.json`` (its journal
+    record), beside the attempt temporaries in its set dir and anything in its file dir."""
     d = staging.file_dir(f)
-    if not fs.exists(d):
-        return {}
-    return {p[len(d) + 1:]: fs.cat_file(p) for p in fs.find(d)}
+    out = {p[len(d) + 1:]: fs.cat_file(p) for p in fs.find(d)} if fs.exists(d) else {}
+    if flat_layout(fs, f):
+        scan = SetDir.scan(staging.file_set_dir(f.file_set))
+        if f.id in scan.data:
+            out[f.destination] = fs.cat_file(staged_output(fs, staging, f))
+        if f.id in scan.records:
+            out["_done.json"] = json.dumps(scan.records[f.id]).encode()
+        out.update({posixpath.basename(t): fs.cat_file(t) for t in scan.temps})
+    return out
+
+
+def staged_output(fs, staging: Staging, f: CopyableFile) -> str:
+    """Where the single output of ``f`` is staged: flat, or in its file dir."""
+    if flat_layout(fs, f):
+        return posixpath.join(staging.file_set_dir(f.file_set), data_name(f))
+    return posixpath.join(staging.file_dir(f), f.destination)
 
 
 # --------------------------------------------------------------------------- whole files
@@ -104,9 +122,14 @@ def test_whole_file_is_staged_with_done_marker(env):
         f.id, f.origin, "d/a.bin", "ds", "ds", 0, 1)
     assert r["bytes_read"] == r["bytes_written"] == len(data)
     assert staged_files(fs, staging, f).keys() == {"d/a.bin", "_done.json"}  # no temporary file left
-    assert fs.cat_file(posixpath.join(staging.file_dir(f), "d/a.bin")) == data
-    marker = json.loads(fs.cat_file(staging.done_marker(f)))
+    assert fs.cat_file(staged_output(fs, staging, f)) == data
+    marker = json.loads(staged_files(fs, staging, f)["_done.json"])
     assert marker["id"] == f.id and marker["origin"] == f.origin
+    if flat_layout(fs, f):  # a plain file on the local disk: staged flat, its record in a done journal
+        assert marker["format"] == "copycat.distcp.done/2" and marker["staged"] == f.id + ".data"
+        assert not fs.exists(staging.file_dir(f))
+    else:
+        assert marker["format"] == "copycat.distcp.done/1"
     assert marker["outputs"] == [{"path": "d/a.bin", "size": len(data)}]
     assert marker["checksum"] == md5(data) and marker["bytes_read"] == len(data)
     assert read_done_marker(fs, staging, f) == marker
@@ -160,8 +183,13 @@ def test_leftovers_of_a_dead_attempt_are_replaced(env):
     r = copy_unit(WorkUnit(f), fs, fs, staging, {})
     assert r["status"] == "ok"
     assert staged_files(fs, staging, f).keys() == {"a.txt", "_done.json", "_attempts/1-dead/1", "_attempt-1-dead-1"}
-    assert fs.cat_file(posixpath.join(d, "a.txt")) == b"complete content"
+    assert fs.cat_file(staged_output(fs, staging, f)) == b"complete content"
     assert read_done_marker(fs, staging, f)["outputs"] == [{"path": "a.txt", "size": 16}]
+    if flat_layout(fs, f):  # staged flat: the file dir (an older copycat's, unfinished) is left as it was ...
+        assert fs.cat_file(posixpath.join(d, "a.txt")) == b"half"
+        # ... until the publisher drops it with the file
+        assert Publisher(fs, staging).publish("ds", [f])["status"] == "published"
+        assert not fs.exists(d) and fs.cat_file(staging.final("a.txt")) == b"complete content"
 
 
 def test_checksum_mismatch_fails_naming_file_and_digests(env):
@@ -698,7 +726,7 @@ def test_a_failing_concurrent_attempt_leaves_what_the_other_staged(env, kind):
         assert left.keys() == {"_parts/00000", "_parts/00000.json"} and left["_parts/00000"] == data
         assert copy_unit(split_units(f, 5 << 20)[1], fs, fs, staging, {})["status"] == "ok"
         assert finish_split(f, fs, staging, {"block.split.size": 5 << 20})["status"] == "ok"
-        assert fs.cat_file(posixpath.join(staging.file_dir(f), "a.bin")) == data + b"tail"
+        assert fs.cat_file(posixpath.join(staging.file_dir(f), "a.bin")) == data + b"tail"  # split: never flat
         return
     if kind == "untar":
         assert left == {"t/a.bin": data, "t/b.txt": b"b" * 100, "_done.json": left["_done.json"]}
@@ -716,7 +744,7 @@ def test_a_late_concurrent_attempt_that_succeeds_changes_nothing(local):
     slow, fast = _race(fs, staging, WorkUnit(f), fail=False)
     assert slow["status"] == fast["status"] == "ok", (slow, fast)
     assert staged_files(fs, staging, f).keys() == {"a.bin", "_done.json"}
-    assert fs.cat_file(posixpath.join(staging.file_dir(f), "a.bin")) == data
+    assert fs.cat_file(staged_output(fs, staging, f)) == data
 
 
 def test_programming_errors_raise(env):
@@ -750,7 +778,7 @@ def test_memory_stays_bounded_for_a_large_file(local):
         tracemalloc.stop()
     assert r["status"] == "ok" and r["bytes_written"] == size
     assert peak < 24 << 20, f"peak Python allocations {peak / 2**20:.1f} MiB for a {size >> 20} MiB file"
-    assert os.path.getsize(os.path.join(staging.file_dir(f), "huge.bin")) == size
+    assert os.path.getsize(staged_output(fs, staging, f)) == size
 
 
 def test_empty_file(env):
@@ -759,7 +787,7 @@ def test_empty_file(env):
     f = put(fs, src, "empty.txt", b"", checksum=md5(b""))
     r = copy_unit(WorkUnit(f), fs, fs, staging, {})
     assert r["status"] == "ok" and r["bytes_read"] == 0
-    assert fs.cat_file(posixpath.join(staging.file_dir(f), "empty.txt")) == b""
+    assert fs.cat_file(staged_output(fs, staging, f)) == b""
     assert read_done_marker(fs, staging, f)["outputs"] == [{"path": "empty.txt", "size": 0}]
 
 

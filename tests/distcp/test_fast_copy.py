@@ -25,6 +25,7 @@ from airflow_copycat.distcp.copier import copy_unit, finish_split
 from airflow_copycat.distcp.inflight import copy_units
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
 from airflow_copycat.distcp.publish import Publisher, _find_local
+from airflow_copycat.distcp.staged import is_journal, parse_journal
 from airflow_copycat.distcp.workunits import work_units
 
 B = 4096
@@ -68,12 +69,19 @@ def make_file(root: Path, data: bytes, *, checksum: str | None = None, name: str
 
 
 def tree(root: Path) -> dict[str, object]:
-    """Every file below ``root``: bytes, or (done markers, part records) the JSON without its time."""
+    """Every file below ``root``: bytes, or (done markers, part records) the JSON without its time; the
+    done journals of a directory (named by their session) as one ``<dir>/_done-*.jsonl``: their records,
+    without their times, by file id."""
     out: dict[str, object] = {}
     for p in sorted(root.rglob("*")):
         if p.is_file():
             rel = str(p.relative_to(root))
-            if p.name == "_done.json" or p.name.endswith(".json") and "/_parts/" in rel:
+            if is_journal(p.name):
+                records = out.setdefault(str(p.parent.relative_to(root) / "_done-*.jsonl"), {})
+                for doc in parse_journal(p.read_bytes()):
+                    doc.pop("staged_at", None)
+                    records[doc["id"]] = doc
+            elif p.name == "_done.json" or p.name.endswith(".json") and "/_parts/" in rel:
                 doc = json.loads(p.read_bytes())
                 doc.pop("staged_at", None)
                 out[rel] = doc
@@ -148,7 +156,8 @@ def test_whole_files_are_the_same(tmp_path, small_blocks, fast_calls, size, chec
     assert_same(seen)
     assert fast_calls, "the fast path did not run"
     assert seen[True]["published"]["d/sub/f.bin"] == data
-    marker = next(v for k, v in seen[True]["staged"].items() if k.endswith("/_done.json"))
+    marker = next(v for k, v in seen[True]["staged"].items() if k.endswith("/_done-*.jsonl"))
+    marker = next(iter(marker.values()))
     expected = None if checksum == "none" else f"{checksum}:{hashlib.new(checksum, data).hexdigest()}"
     assert marker["checksum"] == expected
 
@@ -307,3 +316,208 @@ def test_the_local_listing_is_fsspecs(tmp_path):
     assert _find_local(str(root / "missing")) == {}
     with pytest.raises(NotADirectoryError):
         _find_local(str(root / "top"))
+
+
+# --------------------------------------------------------------------------- the flat layout and the old one
+
+
+def _job_files(base: Path) -> tuple[list[CopyableFile], dict]:
+    """A file set of plain files in several directories (one empty, one kept as the old version of a
+    published path), a gzipped file (converted: staged in its file dir in both layouts) and a file
+    split in parts; attributes preserved. The source tree is written under ``base/src``."""
+    import gzip
+
+    files = []
+    for i, size in enumerate([0, 1, B - 1, 3 * B + 5, 2 * B, 17, 5 * B]):
+        f = make_file(base, data_of(size, i), name=f"d{i % 3}/s{i % 2}/f{i}.bin")
+        files.append(CopyableFile(**{**f.to_dict(), "preserve": ("perm", "mtime"), "mode": 0o640,
+                                     "converters": (), "id": ""}))
+    gz = make_file(base, gzip.compress(b"csv,rows\n" * 500, mtime=0), name="d1/t.csv.gz")
+    files.append(CopyableFile(**{**gz.to_dict(), "destination": "d1/t.csv", "converters": ("gunzip",), "id": "",
+                                 "preserve": ("perm", "mtime"), "mode": 0o600}))
+    big = make_file(base, data_of(7 * B + 3, 99), name="big/split.bin")
+    files.append(CopyableFile(**{**big.to_dict(), "preserve": ("mtime",), "id": ""}))
+    return files, {"checksum": "md5", "block.split.size": 2 * B}
+
+
+def _stage_and_publish(base: Path, target: Path, files, config, *, layout: str, monkeypatch,
+                       deletes=("gone.txt",)) -> dict:
+    """Stage ``files`` into ``target`` with the given layout ("flat": this version; "old": every file in
+    its file dir with a ``_done.json``, as the version before wrote it), publish; what it left."""
+    from airflow_copycat.distcp import staged as staged_mod
+
+    with monkeypatch.context() as m:
+        if layout == "old":
+            m.setattr(copier, "flat_layout", lambda *a, **k: False)
+        staging = Staging(str(target), job="j")
+        results = [r for _, r in copy_units(work_units(files, config["block.split.size"]), LOCAL, LOCAL, staging,
+                                            config)]
+    assert all(r["status"] == "ok" for r in results), results
+    set_dir = Path(staging.file_set_dir("ds"))
+    flat = sorted(p.name for p in set_dir.iterdir() if p.name.endswith(staged_mod.DATA_SUFFIX))
+    logs = []
+
+    class Recording(Publisher):
+        def _after_log_written(self, wal):
+            logs.append(json.loads(Path(wal).read_bytes()))
+
+    result = Recording(LOCAL, staging, config=config).publish("ds", files, list(deletes))
+    return {"result": {k: v for k, v in result.items() if k != "seconds"}, "flat": flat, "log": logs[0],
+            "tree": published_tree(target), "staging_left": sorted(str(p.relative_to(target)) for p in
+                                                                    (target / "_copycat/distcp/staging").rglob("*"))}
+
+
+def published_tree(target: Path) -> dict[str, object]:
+    """The published files (bytes, mode, mtime) and the manifests, without the plan/staging/log area."""
+    out: dict[str, object] = {}
+    for p in sorted(target.rglob("*")):
+        rel = str(p.relative_to(target))
+        if p.is_file() and (not rel.startswith("_copycat/") or rel.startswith("_copycat/distcp/manifest/")):
+            st = p.stat()
+            out[rel] = p.read_bytes() if rel.startswith("_copycat/") else (p.read_bytes(), oct(st.st_mode & 0o777),
+                                                                           st.st_mtime)
+    return out
+
+
+def _normalised(log: dict, staging_dir: str) -> dict:
+    """A publish log without its token and time, each staged path named by its file id only (the
+    layouts stage a file at ``<file id>/<destination>`` or ``<file id>.data``)."""
+    def staged(path: str) -> str:
+        assert path.startswith(staging_dir + "/"), path
+        return path[len(staging_dir) + 1:].split("/")[1].split(".")[0]
+    steps = [{k: staged(v) if k in ("from", "staged") else v for k, v in step.items()} for step in log["steps"]]
+    return {**{k: v for k, v in log.items() if k not in ("token", "created", "drop", "steps")}, "steps": steps}
+
+
+def test_the_flat_layout_publishes_what_the_old_layout_does(tmp_path, small_blocks, monkeypatch):
+    """Plain files staged flat (a journal record each) and the same files staged in their file dirs
+    (``_done.json``, the layout of the version before) publish the same tree -- bytes, modes, times --,
+    the same manifest and the same log steps, and both leave no staging behind."""
+    files, config = _job_files(tmp_path)
+    seen = {}
+    for layout in ("old", "flat"):
+        target = tmp_path / layout
+        (target / "gone.txt").parent.mkdir(parents=True, exist_ok=True)
+        (target / "gone.txt").write_bytes(b"deleted by the publish")
+        seen[layout] = _stage_and_publish(tmp_path, target, files, config, layout=layout, monkeypatch=monkeypatch)
+    old, flat = seen["old"], seen["flat"]
+    plain = [f for f in files if not f.converters and f.size <= 2 * B]
+    assert old["flat"] == [] and flat["flat"] == sorted(f.id + ".data" for f in plain)
+    assert flat["result"] == old["result"] and flat["result"]["status"] == "published"
+    assert flat["tree"] == old["tree"] and "gone.txt" not in flat["tree"]
+    assert any(k.startswith("_copycat/distcp/manifest/") for k in flat["tree"])
+    staging_dir = Staging(str(tmp_path / "x"), job="j").staging_dir()
+    assert (_normalised(flat["log"], staging_dir[len(str(tmp_path / "x")) + 1:])
+            == _normalised(old["log"], staging_dir[len(str(tmp_path / "x")) + 1:]))
+    # the old log drops every file's directory, the new one only those of the converted and the split file
+    assert len(old["log"]["drop"]) == len(files) and len(flat["log"]["drop"]) == len(files) - len(plain)
+    assert flat["staging_left"] == old["staging_left"] == []
+
+
+def test_a_job_staged_by_the_old_layout_is_resumed_and_published(tmp_path, small_blocks, monkeypatch):
+    """The version before staged half of a job (file dirs with ``_done.json``) and died; this version
+    reuses those files (not copied again), stages the rest flat, and publishes the same tree and
+    manifest as a run of this version alone."""
+    files, config = _job_files(tmp_path)
+    units = work_units(files, config["block.split.size"])
+    target = tmp_path / "resumed"
+    staging = Staging(str(target), job="j")
+    with monkeypatch.context() as m:  # the version before: half the units, then a crash
+        m.setattr(copier, "flat_layout", lambda *a, **k: False)
+        first = [r for _, r in copy_units(units[::2], LOCAL, LOCAL, staging, config)]
+    assert all(r["status"] == "ok" for r in first)
+    assert list(Path(staging.file_set_dir("ds")).rglob("_done.json"))
+    second = [r["status"] for _, r in copy_units(units, LOCAL, LOCAL, staging, config)]
+    assert second[::2] == ["reused"] * len(units[::2]) and second[1::2] == ["ok"] * len(units[1::2])
+    assert Publisher(LOCAL, staging, config=config).publish("ds", files, [])["status"] == "published"
+    alone = tmp_path / "alone"
+    _stage_and_publish(tmp_path, alone, files, config, layout="flat", monkeypatch=monkeypatch, deletes=())
+    assert published_tree(target) == published_tree(alone)
+    assert not list((target / "_copycat/distcp/staging").rglob("*"))
+
+
+def test_a_log_left_by_the_old_layout_is_replayed(tmp_path, small_blocks, monkeypatch):
+    """The version before died in the middle of a publish (its log renames from file dirs): this
+    version's recover() finishes it -- the same tree as an uninterrupted publish -- and drops the file dirs."""
+    from airflow_copycat.distcp import publish as publish_mod
+
+    files, config = _job_files(tmp_path)
+    target = tmp_path / "crashed"
+    staging = Staging(str(target), job="j")
+    with monkeypatch.context() as m:
+        m.setattr(copier, "flat_layout", lambda *a, **k: False)
+        assert all(r["status"] == "ok" for _, r in copy_units(work_units(files, config["block.split.size"]), LOCAL,
+                                                             LOCAL, staging, config))
+        real, n = publish_mod._rename, [0]
+
+        def rename(*a, **k):
+            n[0] += 1
+            if n[0] == 4:  # the log, then two files
+                raise KeyboardInterrupt("killed")
+            return real(*a, **k)
+
+        m.setattr(publish_mod, "_rename", rename)
+        with pytest.raises(KeyboardInterrupt):
+            Publisher(LOCAL, staging, config=config).publish("ds", files, [])
+    assert Path(staging.wal("ds")).exists()
+    replayed = Publisher(LOCAL, staging, config=config).recover()
+    assert [r["status"] for r in replayed] == ["replayed"]
+    alone = tmp_path / "alone"
+    _stage_and_publish(tmp_path, alone, files, config, layout="flat", monkeypatch=monkeypatch, deletes=())
+    assert published_tree(target) == published_tree(alone)
+    assert not list((target / "_copycat/distcp/staging").rglob("*"))
+
+
+def test_journal_records_cut_short_or_without_their_data_are_not_staged(tmp_path):
+    """A journal line cut short (a crash of the machine mid-write), a record whose data file is gone
+    or has another size: the file is not staged; copying it again stages it, the publisher publishes it."""
+    from airflow_copycat.distcp.staged import SetDir
+
+    f = make_file(tmp_path, data_of(300))
+    g = make_file(tmp_path, data_of(500, 1), name="d/g.bin")
+    staging = Staging(str(tmp_path / "t"))
+    assert [r["status"] for _, r in copy_units([WorkUnit(f), WorkUnit(g)], LOCAL, LOCAL, staging, {})] == ["ok"] * 2
+    set_dir = Path(staging.file_set_dir("ds"))
+    (journal,) = set_dir.glob("_done-*.jsonl")
+    raw = journal.read_bytes()
+    journal.write_bytes(raw[:-10])  # the last record cut short
+    scan = SetDir.scan(str(set_dir))
+    assert len(scan.records) == 1
+    last = (set(f.id for f in (f, g)) - set(scan.records)).pop()
+    cut = f if f.id == last else g
+    kept = g if cut is f else f
+    (set_dir / f"{kept.id}.data").write_bytes(b"short")  # the data of the other one changed size
+    assert copier.read_done_marker(LOCAL, staging, cut) is None
+    assert copier.read_done_marker(LOCAL, staging, kept) is None
+    pub = Publisher(LOCAL, staging).publish("ds", [f, g])
+    assert pub["status"] == "not_published" and sorted(pub["missing"]) == sorted([f.origin, g.origin])
+    again = [r["status"] for _, r in copy_units([WorkUnit(f), WorkUnit(g)], LOCAL, LOCAL, staging, {})]
+    assert again == ["ok", "ok"]
+    assert Publisher(LOCAL, staging).publish("ds", [f, g])["status"] == "published"
+    assert (tmp_path / "t" / "d/sub/f.bin").read_bytes() == data_of(300)
+    assert (tmp_path / "t" / "d/g.bin").read_bytes() == data_of(500, 1)
+    assert not set_dir.exists()
+
+
+def test_drop_stale_drops_flat_files_journals_and_dead_temporaries(tmp_path):
+    """At plan time: a flat file the plan no longer copies is dropped (with a dead attempt's temporary
+    in the set dir); its journal goes once no record in it names a staged file; with a date range
+    (``partition.date.format``) only the files of origins this run listed, and unrecorded data."""
+    f = make_file(tmp_path, data_of(30))
+    g = make_file(tmp_path, data_of(40, 1), name="d/g.bin")
+    h = make_file(tmp_path, data_of(50, 2), name="d/h.bin")
+    staging = Staging(str(tmp_path / "t"), job="j")
+    assert all(r["status"] == "ok" for _, r in copy_units([WorkUnit(x) for x in (f, g, h)], LOCAL, LOCAL, staging,
+                                                          {}))
+    set_dir = Path(staging.file_set_dir("ds"))
+    (set_dir / "_attempt-1-dead-1").write_bytes(b"half")
+    (set_dir / ("0" * 32 + ".data")).write_bytes(b"never recorded")
+    partial = Publisher(LOCAL, staging, config={"partition.date.format": "yyyy"})
+    dropped = partial.drop_stale({"ds": [f.id]}, listed={"ds": [g.origin]})
+    assert sorted(Path(p).name for p in dropped) == sorted(["0" * 32 + ".data", g.id + ".data"])
+    assert sorted(p.name for p in set_dir.iterdir() if not p.name.startswith("_done-")) == sorted(
+        [f.id + ".data", h.id + ".data"])
+    dropped = Publisher(LOCAL, staging).drop_stale({"ds": [f.id]})
+    assert [Path(p).name for p in dropped] == [h.id + ".data"]
+    assert len(list(set_dir.glob("_done-*.jsonl"))) == 1 and copier.read_done_marker(LOCAL, staging, f)
+    assert Publisher(LOCAL, staging).drop_stale({"ds": []}) and not set_dir.exists()
