@@ -7,8 +7,6 @@ from typing import Any, Mapping
 
 from . import connector_config
 from .result import group_result
-from .sink import run_sink_task
-from .source import run_source_task
 from .worker import WorkerConfig
 
 
@@ -23,7 +21,13 @@ def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any]
 
         return run_copy_task(task)
     worker = WorkerConfig(worker_props, env={})
-    return (run_source_task if kind == "source" else run_sink_task)(task, worker)
+    if kind == "source":  # imported here: a copy job's process needs neither loop (nor pyarrow, Kafka clients)
+        from .source import run_source_task
+
+        return run_source_task(task, worker)
+    from .sink import run_sink_task
+
+    return run_sink_task(task, worker)
 
 
 def run_group(group: Mapping[str, Any], worker_props: Mapping[str, Any],

@@ -8,7 +8,9 @@ steps are named for what they do:
 * ``poll`` -- the task's next records and batches (retried when retriable);
 * ``send`` -- one record through transforms, converters and the producer (the
   per-record path); ``send_batch`` -- one :class:`~..connect.batch.SourceBatch`
-  in columns (:mod:`.batch_producer`), whose rows fall back to ``send``;
+  in columns (:mod:`.batch_producer`), whose rows fall back to ``send``. Both run
+  on the run's sending thread (:mod:`.sender`), in the task's order, while the
+  task's thread polls for more; the task's own methods stay on the task's thread;
 * ``mark`` -- an offset becomes committable once everything before it was handed
   to the producer, dead-lettered or dropped by a transform;
 * ``commit`` -- offsets are written to the offset store only after
@@ -39,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Producer
@@ -57,6 +60,7 @@ from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
+from .sender import Sender
 from .settings import FrameworkSettings
 from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
@@ -109,6 +113,7 @@ class SourceRun:
         self.txn: transactions.SourceTransaction | None = None
         self.task: SourceTask | None = None
         self.chain: TransformChain | None = None
+        self.sender: Sender | None = None
         self.started = False  # start() completed: commit() may run
         self.pending: dict[str, tuple[Any, Any]] = {}  # canonical partition -> (partition, next offset)
         self.produced = 0
@@ -133,7 +138,7 @@ class SourceRun:
                 # failure stay done, so the rerun does not send them again (commit() writes nothing
                 # unless every record produced so far was acknowledged).
                 try:
-                    self.commit()
+                    self.commit(after_failure=True)
                 except Exception as again:  # noqa: BLE001 -- the run's own error is the one to report
                     log.warning("connector %s task %s: offsets after the failure not committed: %s", self.name,
                                 stats.task, again)
@@ -184,6 +189,7 @@ class SourceRun:
                                      self.on_delivery, self.fatal)
         self.admin = admin_client(worker.admin_config())
         self.known_topics = retry.call(lambda: existing_topics(self.admin), what="listing topics")
+        self.sender = Sender(f"copycat-send-{self.name}-{stats.task}")
         self.started = True
 
     def loop(self) -> None:
@@ -195,6 +201,8 @@ class SourceRun:
             flush_every = s.transaction_interval_ms / 1000.0
         last_commit = started = time.monotonic()
         while True:
+            if s.run_max_records >= 0:
+                self.sender.drain()  # a record budget counts what was sent: poll no further ahead
             if 0 <= s.run_max_records <= self.produced:
                 log.info("connector %s task %s: record budget of %s reached", self.name, stats.task,
                          s.run_max_records)
@@ -204,29 +212,31 @@ class SourceRun:
                 break
             items = self.poll()
             skipped, self.context.skipped = self.context.skipped, []
+            submit = self.sender.submit  # sent on the sending thread, in this order, while the task polls on
             if items is None:
                 for _, partition, offset in skipped:
-                    self.mark(partition, offset)
+                    submit(partial(self.mark, partition, offset))
                 break
             if not items and not skipped:
                 time.sleep(0.05)
             for item in items:
                 while skipped and skipped[0][0] < item.sequence:  # a tolerated record the task skipped before it
                     _, partition, offset = skipped.pop(0)
-                    self.mark(partition, offset)
-                if isinstance(item, SourceBatch):
-                    self.send_batch(item)
-                else:
-                    self.send(item)
+                    submit(partial(self.mark, partition, offset))
+                submit(partial(self.send_batch if isinstance(item, SourceBatch) else self.send, item))
             for _, partition, offset in skipped:
-                self.mark(partition, offset)
+                submit(partial(self.mark, partition, offset))
             stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
+            if commit_every_poll:
+                self.sender.drain()
             if (commit_every_poll and self.pending) or time.monotonic() - last_commit >= flush_every:
                 self.commit()
                 last_commit = time.monotonic()
 
     def close(self) -> None:
         stats = self.stats
+        if self.sender is not None:
+            self.sender.close()
         if self.task is not None:
             try:
                 self.task.stop()
@@ -369,8 +379,10 @@ class SourceRun:
         self.pending[key] = (partition, offset)
         return entry
 
-    def commit(self) -> None:
-        """Commit the marked offsets once every record before them is acknowledged (see the module docstring)."""
+    def commit(self, *, after_failure: bool = False) -> None:
+        """Commit the marked offsets once every record before them is acknowledged (see the module docstring);
+        ``after_failure``: the run failed, commit what was sent before the failure."""
+        self.sender.drain(raise_error=not after_failure)
         if self.txn is not None:  # records, dead letters and offsets commit together or not at all
             if self.delivery_errors:
                 raise ConnectException(f"delivery failed: {self.delivery_errors[0]}; the transaction is aborted")
