@@ -47,6 +47,19 @@ def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Excep
             return e
 
 
+def produce_options(item, on_delivery) -> dict[str, Any]:
+    """``produce()``'s keyword arguments for a record's or a batch's Kafka partition, timestamp and
+    headers (each only when set), with ``on_delivery``."""
+    options: dict[str, Any] = {"on_delivery": on_delivery}
+    if item.kafka_partition is not None:
+        options["partition"] = item.kafka_partition
+    if item.timestamp is not None:
+        options["timestamp"] = item.timestamp
+    if item.headers:
+        options["headers"] = list(item.headers)
+    return options
+
+
 def byte_list(arr) -> list:
     """An Arrow string or binary array as a list of ``bytes`` (``None`` for a null)."""
     if isinstance(arr, pa.ChunkedArray):
@@ -101,13 +114,7 @@ class BatchProducer:
             return 0, 0, 0
         values, keys = byte_list(value.data), byte_list(key.data)
         slow = sorted(set(value.slow) | set(key.slow))
-        base: dict[str, Any] = {"on_delivery": self.on_delivery}
-        if batch.kafka_partition is not None:
-            base["partition"] = batch.kafka_partition
-        if batch.timestamp is not None:
-            base["timestamp"] = batch.timestamp
-        if batch.headers:
-            base["headers"] = list(batch.headers)
+        base = produce_options(batch, self.on_delivery)
         topic, producer, on_delivery = batch.topic, self.producer, self.on_delivery
         produced = nbytes = 0
         start = 0

@@ -54,7 +54,7 @@ from ..connect.errors import ConnectException
 from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
 from . import plugins, transactions, windows
-from .batch_producer import BatchProducer, produce
+from .batch_producer import BatchProducer, produce, produce_options
 from .errors import ErrorHandler
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
@@ -295,13 +295,7 @@ class SourceRun:
                              record.value)
         if value is _FAILED:
             return
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self.on_delivery}
-        if record.kafka_partition is not None:
-            kwargs["partition"] = record.kafka_partition
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        if record.headers:
-            kwargs["headers"] = list(record.headers)
+        kwargs = dict(produce_options(record, self.on_delivery), key=key, value=value)
         refused = produce(self.producer, topic, kwargs, self.fatal)
         if refused is not None:
             self.dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
