@@ -26,6 +26,10 @@ For each topic:
   buffered batches -> Parquet -> staging -> publish log -> rename -> offset
   marker, consumer-group offsets mirrored.
 
+Both sides read with the same consumer settings, ``WorkerConfig.consumer_config()``
+(among them ``fetch.queue.backoff.ms=10``: librdkafka's 1 s default idles the
+fetcher while a round is processed, which had halved both rates).
+
 Times cover the read and write (for ours: ``run_group``, including consumer
 start-up and recovery of the destination); planning is timed separately
 (stderr). Verification: both outputs hold exactly the number of records

@@ -47,7 +47,8 @@ back-off, as with ``put``.
 
 from __future__ import annotations
 
-from itertools import groupby
+from itertools import compress, islice
+from operator import ne
 from typing import Any, Callable, Sequence
 
 from .converters import Converter, SchemaAndValue
@@ -68,14 +69,17 @@ dead-lettered) and is to be left out, or raises to fail the task."""
 _COLUMNS = ("topics", "partitions", "offsets", "timestamps", "timestamp_types", "keys", "values", "headers")
 
 
-def _accessor(messages: Sequence[Any], name: str):
+def _accessor(messages: Sequence[Any], name: str, uniform: bool):
     """The method ``name`` of the messages' class, unbound (one lookup for the whole column),
-    or a getter per message when the messages are of several classes."""
-    cls = type(messages[0])
-    method = getattr(cls, name, None)
-    if method is not None and set(map(type, messages)) == {cls}:
-        return method
-    return lambda m: getattr(m, name)()
+    when all messages are of one class (``uniform``), else a getter per message."""
+    method = getattr(type(messages[0]), name, None) if uniform else None
+    return method if method is not None else (lambda m: getattr(m, name)())
+
+
+def _changes(column: list, n: int) -> list[int]:
+    """The rows ``i`` (``0 < i < n``) where ``column[i] != column[i - 1]``, found without a Python
+    step per row."""
+    return list(compress(range(1, n), map(ne, islice(column, 1, None), column)))
 
 
 def _fail(batch: "SinkBatch", row: int, stage: str, converter: Converter, error: Exception):
@@ -117,6 +121,7 @@ class SinkBatch:
         self._records: dict[int, SinkRecord | None] = {}
         self._runs: list[tuple[str, int, int, int]] | None = None
         self._index: dict[tuple[str, int, int], int] | None = None
+        self._uniform: bool | None = None  # all messages of one class
 
     @classmethod
     def from_messages(cls, messages: Sequence[Any], *, key_converter: Converter, value_converter: Converter,
@@ -134,14 +139,16 @@ class SinkBatch:
         col = self._columns.get(name)
         if col is None:
             msgs = self._messages
+            if self._uniform is None:
+                self._uniform = list(map(type, msgs)).count(type(msgs[0])) == len(msgs)
             if name in ("timestamps", "timestamp_types"):
-                stamps = list(map(_accessor(msgs, "timestamp"), msgs))
+                stamps = list(map(_accessor(msgs, "timestamp", self._uniform), msgs))
                 self._columns["timestamps"] = [ts if kind else None for kind, ts in stamps]
                 self._columns["timestamp_types"] = [TIMESTAMP_TYPES.get(kind) for kind, _ in stamps]
                 return self._columns[name]
             accessor = {"topics": "topic", "partitions": "partition", "offsets": "offset", "keys": "key",
                         "values": "value", "headers": "headers"}[name]
-            col = list(map(_accessor(msgs, accessor), msgs))
+            col = list(map(_accessor(msgs, accessor, self._uniform), msgs))
             if name == "headers":
                 col = [h or [] for h in col]
             self._columns[name] = col
@@ -189,16 +196,12 @@ class SinkBatch:
             topics, partitions, n = self.topics, self.partitions, self._len
             if not n:
                 self._runs = []
-            elif partitions.count(partitions[0]) == n and topics.count(topics[0]) == n:  # one partition
-                self._runs = [(topics[0], partitions[0], 0, n)]
             else:
-                runs: list[tuple[str, int, int, int]] = []
-                start = 0
-                for (topic, partition), group in groupby(zip(topics, partitions)):
-                    stop = start + len(list(group))
-                    runs.append((topic, partition, start, stop))
-                    start = stop
-                self._runs = runs
+                cuts = _changes(partitions, n)
+                if topics.count(topics[0]) != n:  # several topics: a change of topic cuts too
+                    cuts = sorted(set(cuts).union(_changes(topics, n)))
+                bounds = [0, *cuts, n]
+                self._runs = [(topics[a], partitions[a], a, b) for a, b in zip(bounds, bounds[1:])]
         return self._runs
 
     def row(self, topic: str, partition: int, offset: int) -> int | None:

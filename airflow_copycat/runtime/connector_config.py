@@ -110,15 +110,6 @@ FRAMEWORK_CONFIG = (
 )
 
 
-def framework_setting(config: Mapping[str, Any], key: str) -> Any:
-    """The value of the framework key ``key`` (one of :data:`FRAMEWORK_CONFIG`) in ``config`` (a task
-    config's strings, or a parsed config): typed, and the declared default when the key is absent
-    or empty: read a framework key through here, and its default is the one declared.
-    Raises :class:`ConfigException` for a value of the wrong type (plans validate configs first)."""
-    spec = FRAMEWORK_CONFIG.keys[key]
-    return ConfigDef({key: spec}).parse({key: config.get(key)}, context=f"connector {config.get('name')!r}")[key]
-
-
 def load_connector_config(source: str | Mapping[str, Any]) -> dict[str, Any]:
     """A flat connector config from a dict, a JSON/YAML/``.properties`` file path, or JSON text.
 

@@ -21,7 +21,9 @@ flush interval has passed. A message that fails conversion or a transform is
 handled by ``errors.*`` (fail naming topic, partition and offset, or count,
 log and dead-letter the original bytes). Reaching Kafka at start is retried
 within ``errors.retry.timeout``; ``put()`` / ``put_batch()`` raising
-:class:`RetriableException` within ``copycat.put.retry.timeout.ms``.
+:class:`RetriableException` within ``copycat.put.retry.timeout.ms``. Framework
+keys are read once, typed and with their declared defaults, through
+:class:`.settings.FrameworkSettings`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
+from operator import is_, methodcaller
 from typing import Any, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
@@ -38,10 +42,10 @@ from ..connect.records import SinkRecord
 from ..connect.sink_batch import SinkBatch
 from ..connect.task import SinkTask, SinkTaskContext
 from . import plugins
-from .connector_config import framework_setting
 from .errors import ErrorHandler
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
+from .settings import FrameworkSettings
 from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
@@ -54,6 +58,8 @@ CONSUME_BATCH = 500
 """Most messages one round consumes (and one ``put`` gets) for a task that takes records."""
 CONSUME_BATCH_COLUMNS = 10_000
 """Most messages one round consumes for a task that takes batches: columns pay off on many rows."""
+
+_ERROR, _IS_NONE = methodcaller("error"), partial(is_, None)
 
 
 def assigned_partitions(config: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -94,14 +100,15 @@ class SinkRun:
     def __init__(self, task: Mapping[str, Any], worker: WorkerConfig):
         self.worker = worker
         self.config = dict(task["config"])
-        self.name = str(self.config["name"])
+        self.settings = FrameworkSettings.of(self.config)
+        self.name = self.settings.name
         self.stats = TaskStats(int(task["task"]), self.name, "sink")
         self.assigned = assigned_partitions(self.config)
-        self.retry = RetryPolicy.from_config(self.config)
-        self.put_retry_s = framework_setting(self.config, "copycat.put.retry.timeout.ms") / 1000.0
-        self.max_records = framework_setting(self.config, "copycat.run.max.records")
-        self.max_ms = framework_setting(self.config, "copycat.run.max.ms")
-        self.stall_s = framework_setting(self.config, "copycat.eof.timeout.ms") / 1000.0
+        self.retry = RetryPolicy(self.settings.retry_timeout_ms, self.settings.retry_delay_max_ms)
+        self.put_retry_s = self.settings.put_retry_timeout_ms / 1000.0
+        self.max_records = self.settings.run_max_records
+        self.max_ms = self.settings.run_max_ms
+        self.stall_s = self.settings.eof_timeout_ms / 1000.0
         self.consumer: Consumer | None = None
         self.task: SinkTask | None = None
         self.chain: TransformChain | None = None
@@ -221,8 +228,8 @@ class SinkRun:
         """The data messages of one round as a batch (``None`` if there are none): end-of-partition
         events pause their partition, messages of a partition already at its end are left out,
         retriable consumer errors are skipped and others fail the run."""
-        data = [m for m in messages if m.error() is None]
-        batch = self._batch(data) if data and len(data) == len(messages) else None
+        clean = all(map(_IS_NONE, map(_ERROR, messages)))  # no Python step per message
+        batch = self._batch(messages) if clean else None
         if batch is None or len(self.pending) < len(self.assigned) \
                 and not self.pending.issuperset((t, p) for t, p, _, _ in batch.runs()):
             data = []

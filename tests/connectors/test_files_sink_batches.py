@@ -330,6 +330,24 @@ def test_float32_text_rounds_once_like_the_records():
     assert fast[:4] == slow[:4] and fast[0] == "ok"
 
 
+def test_an_integer_minus_zero_for_a_float_goes_as_records_and_only_it():
+    # Given batches of a float field: text with "-0" only inside strings, a float literal -0.0, and an
+    # integer -0 (which the records read as 0.0, pyarrow as -0.0)
+    schema = SchemaBuilder.struct().field("f", Schema.FLOAT64).field("host", Schema.STRING).build()
+    hosts = [envelope(schema, {"f": Raw(f"{i}.5"), "host": f"web-0{i}"}) for i in range(6)]
+    signed = [envelope(schema, {"f": Raw("-0.0"), "host": "web-00"})]
+    integer = [envelope(schema, {"f": Raw("-0"), "host": "web-00"})]
+    values = hosts + signed + integer + hosts
+    # When they go through both paths, a batch each
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        fast = run_path(a, values, 4, [6, 7, 8], "fail", batches=True)
+        slow = run_path(b, values, 4, [6, 7, 8], "fail", batches=False)
+    # Then only the integer -0 went as records, and both wrote the same files
+    assert fast[0] == "ok", fast[0]
+    assert fast[4] == 3
+    assert fast[:4] == slow[:4]
+
+
 def test_through_the_broker_batches_and_records_write_the_same_files_and_dead_letters(worker_props, kafka_bootstrap,
                                                                                      unique, tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition

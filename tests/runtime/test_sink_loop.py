@@ -4,10 +4,13 @@ SinkBatch contract."""
 from __future__ import annotations
 
 import json
+from itertools import groupby
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_copycat.connect import ConfigDef, ConfigType, DataException, RetriableException, Schema, SinkConnector, SinkTask
 from airflow_copycat.connect.json_converter import JsonConverter
@@ -174,3 +177,67 @@ def test_the_default_put_batch_puts_the_batch_records():
                       keys=[None], values=[_envelope("x")])
     Plain().put_batch(batch)
     assert got == batch.to_records() and got[0].value == "x"
+
+
+class _Message:
+    """Just the accessors of confluent-kafka's Message the batch reads."""
+
+    def __init__(self, topic, partition, offset, value):
+        self._t, self._p, self._o, self._v = topic, partition, offset, value
+
+    def topic(self):
+        return self._t
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return None
+
+    def value(self):
+        return self._v
+
+    def headers(self):
+        return None
+
+    def timestamp(self):
+        return (1, 1000 + self._o)
+
+
+class _OtherMessage(_Message):
+    pass
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2)), min_size=1, max_size=40),
+       st.booleans())
+def test_sink_batch_runs_and_columns_of_messages(where, mixed):
+    # Given messages of interleaved topics and partitions, of one class or of two
+    messages = [(_OtherMessage if mixed and i % 3 == 0 else _Message)(t, p, i, f"v{i}".encode())
+                for i, (t, p) in enumerate(where)]
+    conv = JsonConverter()
+    conv.configure({}, False)
+    batch = SinkBatch.from_messages(messages, key_converter=conv, value_converter=conv)
+    # Then each run is a maximal stretch of one topic-partition, in row order, covering every row
+    expected, start = [], 0
+    for (t, p), group in groupby(where):
+        stop = start + len(list(group))
+        expected.append((t, p, start, stop))
+        start = stop
+    assert batch.runs() == expected
+    # and the columns are the messages' accessors, whatever their class
+    assert batch.offsets == list(range(len(where))) and batch.topics == [t for t, _ in where]
+    assert batch.values == [f"v{i}".encode() for i in range(len(where))] and batch.keys == [None] * len(where)
+    assert batch.timestamps == [1000 + i for i in range(len(where))] and batch.headers == [[]] * len(where)
+
+
+def test_consumers_do_not_idle_while_a_round_is_processed():
+    # librdkafka's default fetch.queue.backoff.ms (1 s) stops fetching while the application works on
+    # a full prefetch queue; sink consumers back off briefly, unless configured otherwise
+    worker = WorkerConfig({"bootstrap.servers": "localhost:9092"}, env={})
+    assert worker.consumer_config("g")["fetch.queue.backoff.ms"] == 10
+    tuned = WorkerConfig({"bootstrap.servers": "localhost:9092", "consumer.fetch.queue.backoff.ms": 100}, env={})
+    assert tuned.consumer_config("g")["fetch.queue.backoff.ms"] == 100
+    assert worker.consumer_config("g", {"fetch.queue.backoff.ms": 50})["fetch.queue.backoff.ms"] == 50

@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from itertools import repeat
 from typing import Any, Sequence
 
 from ...connect.data import Date, Decimal, Schema, Time, Timestamp, Type
@@ -90,7 +91,7 @@ def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
     import pyarrow.json as pj
 
     cut = len(head)
-    if not all(map(bytes.startswith, values, [head] * len(values))):
+    if not all(map(bytes.startswith, values, repeat(head))):
         raise _Unsure()
     # every line is {"v":<payload>} (the value's closing brace ends it): with no line break in a
     # value, one line per value, and each line opens a new object, so n rows means one per line
@@ -102,8 +103,6 @@ def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
             lines.decode("utf-8")  # pyarrow would pass invalid UTF-8 through
         except UnicodeDecodeError:
             raise _Unsure() from None
-    if floats and b"-0" in lines and _NEGATIVE_ZERO_INT.search(lines):
-        raise _Unsure()
     options = pj.ParseOptions(explicit_schema=pa.schema([pa.field("v", read_type)]),
                               unexpected_field_behavior="error")
     try:
@@ -112,7 +111,27 @@ def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
         raise _Unsure() from None
     if table.num_rows != len(values):
         raise _Unsure()
-    return table.column("v").combine_chunks()
+    column = table.column("v").combine_chunks()
+    # an integer -0 reads as 0 in the records, -0.0 here: look for one only where a -0.0 came out
+    if floats and b"-0" in lines and _negative_zeros(column) and _NEGATIVE_ZERO_INT.search(lines):
+        raise _Unsure()
+    return column
+
+
+def _negative_zeros(array) -> bool:
+    """Whether a float anywhere in ``array`` (nested in structs and lists too) holds -0.0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = array.type
+    if pa.types.is_struct(t):
+        return any(_negative_zeros(array.field(i)) for i in range(t.num_fields))
+    if pa.types.is_list(t):
+        return _negative_zeros(array.values)
+    if pa.types.is_floating(t):
+        bits = pa.int64() if t.bit_width == 64 else pa.int32()
+        return pc.any(pc.equal(array.view(bits), -(2 ** (bits.bit_width - 1)))).as_py() or False
+    return False
 
 
 def _has_floats(schema: Schema) -> bool:

@@ -46,7 +46,7 @@ shows only published files. Tombstones fail the task unless
 from __future__ import annotations
 
 import os
-
+from itertools import chain
 from typing import Any, Mapping, Sequence
 
 from ...connect.config import ConfigProblem
@@ -184,18 +184,19 @@ class FilesSinkTask(SinkTask):
                     batch.key_converter.to_connect_data(batch.topics[row], key, batch.headers[row])
                 except Exception:  # noqa: BLE001
                     return everything
-        rows: dict[tuple[str, int], list[int]] = {}
+        runs: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for topic, partition, start, stop in batch.runs():
-            rows.setdefault((topic, partition), []).extend(range(start, stop))
+            runs.setdefault((topic, partition), []).append((start, stop))
         values, offsets, decoded, fallback = batch.values, batch.offsets, [], []
-        for tp, idx in rows.items():
-            if len(idx) == len(batch):
+        for tp, spans in runs.items():
+            if spans == [(0, len(batch))]:
                 tp_values, tp_offsets = values, offsets
-            else:
-                tp_values, tp_offsets = [values[i] for i in idx], [offsets[i] for i in idx]
+            else:  # the partition's runs joined, by slices (no Python step per message)
+                tp_values = list(chain.from_iterable(values[a:b] for a, b in spans))
+                tp_offsets = list(chain.from_iterable(offsets[a:b] for a, b in spans))
             columns = decode_envelopes(tp_values, batch.value_converter, tp[0])
             if columns is None:
-                fallback += idx
+                fallback += [i for a, b in spans for i in range(a, b)]
             else:
                 decoded.append((tp, columns[0], columns[1], tp_offsets))
         return decoded, sorted(fallback)
