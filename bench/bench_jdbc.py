@@ -33,7 +33,7 @@ missing or holds another row count. Kafka: the embedded broker, or
   schema registry, against ``raw_producer_avro_registry``: a raw producer of Confluent-framed
   Avro written per row by fastavro from psycopg's rows (the same schema, registered first).
 * ``jdbc_<mode>_1task_peak_rss``: the 1-task import run again in a process of its own; its
-  peak resident memory (``ru_maxrss``) against the 500 MB target.
+  peak resident memory (``VmHWM``) against the 500 MB target.
 * ``jdbc_<mode>_split4_inprocess``: the same with ``copycat.split.column=id``,
   ``copycat.split.count=4``, tasks.max=4, its four tasks run one after the
   other in this process (the split's overhead without parallelism).
@@ -242,13 +242,16 @@ def avro_rows(table: str, registry_url: str, subject: str) -> list[tuple[bytes, 
     return out
 
 
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of this
+# (large) benchmark process would report the parent's peak
 RSS_SCRIPT = """
-import json, resource, sys
+import json, sys
 from airflow_copycat.runtime.executor import run_group
 group, props = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 result = run_group(group, props)
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
 print(json.dumps({"records": result.get("records"), "status": [t["status"] for t in result["tasks"]],
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": int(hwm.split()[1])}))
 """
 
 
