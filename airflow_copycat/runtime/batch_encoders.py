@@ -14,9 +14,9 @@ How each converter is done:
   values): each field becomes an Arrow string column of its JSON text, then every
   row is joined with the constant member names (and the envelope's schema text).
   Integers, booleans, dates, times and timestamps (epoch ms, floored) are cast in
-  Arrow; strings are escaped with Arrow's substring replacement (``\\\\ \\" \\n \\t
-  \\r \\b \\f``), the rare string with another control character or a character
-  beyond U+FFFF is quoted by the converter's own function; doubles and floats
+  Arrow; strings get Jackson's two-character escapes inserted with numpy in one
+  pass over their UTF-8 bytes, and the rare string with another control character
+  or a character beyond U+FFFF is quoted by the converter's own function; doubles and floats
   whose Java text is plain (``1e-3 <= |x| < 1e7``) take Arrow's shortest digits
   plus Java's ``.0``, others the converter's own function; decimals become base64
   of their minimal two's-complement bytes with numpy (``NUMERIC`` up to scale 6
@@ -46,11 +46,17 @@ from ..connect.errors import DataException
 from ..connect.json_converter import JsonConverter, _java_double_json, _java_float_json, _quote
 
 _INTS = {Type.INT8: pa.int8(), Type.INT16: pa.int16(), Type.INT32: pa.int32(), Type.INT64: pa.int64()}
-_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"), ("\r", "\\r"), ("\b", "\\b"), ("\f", "\\f"))
-# what Arrow's substring replacement cannot write as Jackson does: the other control characters
-# (Jackson writes \u00XX, upper case) and characters beyond U+FFFF (a surrogate pair of escapes)
+# the two-character escapes Jackson writes: the byte, and the letter after the backslash
+_ESCAPES = {ord("\\"): "\\", ord('"'): '"', ord("\n"): "n", ord("\t"): "t", ord("\r"): "r", ord("\b"): "b", ord("\f"): "f"}
+_ESCAPE_LETTER = np.arange(256, dtype=np.uint8)
+for _byte, _letter in _ESCAPES.items():
+    _ESCAPE_LETTER[_byte] = ord(_letter)
+# the other control characters: Jackson writes them as \u00XX (upper case), and so do only the
+# converter's own function and its rows (with the lead bytes 0xF0-0xF4 of characters beyond U+FFFF,
+# which Jackson writes as a surrogate pair of escapes)
+_UNLIKE_JACKSON_MASK = np.array([b < 0x20 and b not in _ESCAPES for b in range(256)])
+# the same as characters: strings holding one are quoted by the converter's own function
 _UNLIKE_JACKSON = r"[\x00-\x07\x0b\x0e-\x1f]|[\x{10000}-\x{10FFFF}]"
-_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 _FLOAT32_MIN_NORMAL = 1.1754943508222875e-38
 _TIMESTAMP_DIVISOR = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
 
@@ -247,18 +253,38 @@ def _mask(bools) -> np.ndarray:
 
 
 def _json_strings(arr: pa.Array) -> pa.Array:
-    """Each string as Jackson writes it, quotes included (nulls stay null)."""
+    """Each string as Jackson writes it, quotes included (nulls stay null).
+
+    A few passes over the UTF-8 data as one numpy array: a string with a control character other than
+    ``\\b\\t\\n\\f\\r`` or a character beyond U+FFFF (a 4-byte sequence) is quoted by the converter's
+    own function; the two-character escapes are inserted with numpy in one go."""
     arr = arr.cast(pa.large_string())
-    out = arr
-    if pc.any(pc.match_substring_regex(arr, _NEEDS_ESCAPE)).as_py():
-        for raw, escaped in _ESCAPES:
-            out = pc.replace_substring(out, raw, escaped)
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # offsets from 0: the buffers below are read as they are
+    n = len(arr)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1)
+    data = np.frombuffer(bufs[2], dtype=np.uint8, count=int(offsets[-1])) if bufs[2] is not None and n else \
+        np.empty(0, np.uint8)
+    control = data[data < 0x20]  # few: the control characters, escaped or not
+    at = np.flatnonzero((data == 0x22) | (data == 0x5C) | (data < 0x20))
+    if len(at):
+        letters = data.copy()
+        letters[at] = _ESCAPE_LETTER[data[at]]
+        text = np.insert(letters, at, ord("\\"))
+        offsets = offsets + np.searchsorted(at, offsets)  # each escape before a string's end shifts it
+        out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+    else:
+        out = pa.LargeStringArray.from_buffers(n, bufs[1], bufs[2])
     out = _join('"', out, '"')
-    odd = pc.match_substring_regex(arr, _UNLIKE_JACKSON)
-    if pc.any(odd).as_py():
-        rows = np.flatnonzero(_mask(odd))
-        texts = [_quote(s) for s in arr.take(pa.array(rows)).to_pylist()]
-        out = pc.replace_with_mask(out, _mask(odd), pa.array(texts, out.type))
+    if arr.null_count:
+        out = pc.if_else(arr.is_null(), pa.scalar(None, pa.large_string()), out)
+    if _UNLIKE_JACKSON_MASK[control].any() or (data >= 0xF0).any():
+        odd = pc.match_substring_regex(arr, _UNLIKE_JACKSON)
+        if pc.any(odd).as_py():
+            rows = np.flatnonzero(_mask(odd))
+            texts = [_quote(s) for s in arr.take(pa.array(rows)).to_pylist()]
+            out = pc.replace_with_mask(out, _mask(odd), pa.array(texts, out.type))
     return out
 
 

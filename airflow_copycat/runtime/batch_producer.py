@@ -47,10 +47,10 @@ def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Excep
             return e
 
 
-def produce_options(item, on_delivery) -> dict[str, Any]:
+def produce_options(item) -> dict[str, Any]:
     """``produce()``'s keyword arguments for a record's or a batch's Kafka partition, timestamp and
-    headers (each only when set), with ``on_delivery``."""
-    options: dict[str, Any] = {"on_delivery": on_delivery}
+    headers, each only when set (delivery reports go to the producer's own ``on_delivery``)."""
+    options: dict[str, Any] = {}
     if item.kafka_partition is not None:
         options["partition"] = item.kafka_partition
     if item.timestamp is not None:
@@ -85,12 +85,12 @@ def _sizes(items: list, start: int, stop: int) -> int:
 class BatchProducer:
     """Encodes and produces batches for one task (see the module docstring)."""
 
-    def __init__(self, key_converter, value_converter, chain, producer, on_delivery, fatal):
+    def __init__(self, key_converter, value_converter, chain, producer, fatal):
         self.key_encoder = batch_encoder(key_converter)
         self.value_encoder = batch_encoder(value_converter)
         self.columnar = self.key_encoder is not None and self.value_encoder is not None
         self.chain = chain if chain else None
-        self.producer, self.on_delivery, self.fatal = producer, on_delivery, fatal
+        self.producer, self.fatal = producer, fatal
 
     def send(self, original: SourceBatch, send_record, dead_letter) -> tuple[int, int, int]:
         """Produce every row of ``original`` after the transforms: in columns where it can, else through
@@ -114,16 +114,16 @@ class BatchProducer:
             return 0, 0, 0
         values, keys = byte_list(value.data), byte_list(key.data)
         slow = sorted(set(value.slow) | set(key.slow))
-        base = produce_options(batch, self.on_delivery)
-        topic, producer, on_delivery = batch.topic, self.producer, self.on_delivery
+        base = produce_options(batch)
+        topic, producer = batch.topic, self.producer
         produced = nbytes = 0
         start = 0
         for stop in slow + [len(batch)]:
-            if not base.keys() - {"on_delivery"}:  # the common case: the tight loop
+            if not base:  # the common case: the tight loop
                 for i in range(start, stop):
                     k, v = keys[i], values[i]
                     try:
-                        producer.produce(topic, v, k, on_delivery=on_delivery)
+                        producer.produce(topic, v, k)
                     except (BufferError, KafkaException):
                         refused = produce(producer, topic, dict(base, key=k, value=v), self.fatal)
                         if refused is not None:

@@ -157,6 +157,7 @@ class SourceRun:
         overrides = {k[len("producer.override."):]: v for k, v in config.items() if k.startswith("producer.override.")}
         # delivery reports for failures only: the run learns of success from flush() / the transaction's commit
         producer_cfg = worker.producer_config({"delivery.report.only.error": True, **overrides})
+        producer_cfg["on_delivery"] = self.on_delivery  # the producer's own: no callback object per record
         if transactions.exactly_once(config, worker):
             tid = transactions.transactional_id(worker, self.offsets_name, stats.task)
             interval = None if s.transaction_boundary != "interval" else \
@@ -186,7 +187,7 @@ class SourceRun:
         self.value_converter = plugins.make_converter(config, worker.props, False)
         self.chain = build_chain(config)
         self.batches = BatchProducer(self.key_converter, self.value_converter, self.chain, self.producer,
-                                     self.on_delivery, self.fatal)
+                                     self.fatal)
         self.admin = admin_client(worker.admin_config())
         self.known_topics = retry.call(lambda: existing_topics(self.admin), what="listing topics")
         self.sender = Sender(f"copycat-send-{self.name}-{stats.task}")
@@ -295,7 +296,7 @@ class SourceRun:
                              record.value)
         if value is _FAILED:
             return
-        kwargs = dict(produce_options(record, self.on_delivery), key=key, value=value)
+        kwargs = dict(produce_options(record), key=key, value=value)
         refused = produce(self.producer, topic, kwargs, self.fatal)
         if refused is not None:
             self.dead_letter("KAFKA_PRODUCE", refused, original, "Producer")
