@@ -26,8 +26,10 @@ What a batch may contain:
 * Arrow types that match the field's Connect schema: ``int8``..``int64`` for
   INT8..INT64, ``float32``/``float64``, ``bool``, ``string``/``large_string``,
   ``binary``/``large_binary``, ``decimal128(p, s)`` for Decimal with scale
-  ``s``, ``timestamp(unit, tz)`` for Timestamp (an instant; naive means UTC),
-  ``date32`` for Date, ``time32``/``time64`` for Time, and ``struct``, ``list``
+  ``s``, ``timestamp(unit, tz)`` for Timestamp (an instant; naive means UTC;
+  unit ``s``, ``ms`` or ``us``: a record cannot carry nanoseconds), ``date32``
+  for Date (years 1 to 9999, as a record's ``datetime.date``), ``time32`` or
+  ``time64('us')`` for Time, and ``struct``, ``list``
   and ``map`` for the Connect types of the same names. A null is a ``None``
   field value, exactly as in a record.
 * ``key_fields``: the columns whose Struct is the key, in the order of
@@ -61,6 +63,8 @@ from .data import Schema, Struct, Type
 from .errors import DataException
 from .records import SourceRecord, next_sequence
 
+_MICROS_AT_MOST = ("org.apache.kafka.connect.data.Timestamp", "org.apache.kafka.connect.data.Time")
+
 VALUE_COLUMN = "value"
 """The column holding a primitive (non-struct) value."""
 KEY_COLUMN = "key"
@@ -93,6 +97,12 @@ class SourceBatch:
         elif VALUE_COLUMN not in self.data.schema.names:
             raise DataException(f"batch for topic {self.topic}: a {self.value_schema.type.value} value needs "
                                 f"the column {VALUE_COLUMN!r}")
+        if self.value_schema.type is Type.STRUCT:
+            fine = [f.name for f in self.value_schema.fields if f.schema.name in _MICROS_AT_MOST
+                    and getattr(self.data.schema.field(f.name).type, "unit", None) == "ns"]
+            if fine:
+                raise DataException(f"batch for topic {self.topic}: field(s) {fine} hold nanoseconds, which a "
+                                    f"record cannot carry: cast them to unit 'us'")
         if self.key_fields and (self.key_schema is None or self.key_schema.type is not Type.STRUCT):
             raise DataException(f"batch for topic {self.topic}: key_fields need a struct key_schema")
         if self.row_offsets is not None and len(self.row_offsets) != self.data.num_rows:

@@ -125,8 +125,9 @@ class _StringBatchEncoder(BatchEncoder):
     def encode(self, batch, schema, columns):
         if columns is None:
             return Encoded(pa.nulls(len(batch), pa.binary()), [])
-        if not (pa.types.is_string(columns.type) or pa.types.is_large_string(columns.type)):
-            return None  # str() of other values: the converter's own way
+        if schema is not None and schema.type is Type.STRUCT or \
+                not (pa.types.is_string(columns.type) or pa.types.is_large_string(columns.type)):
+            return None  # str() of a Struct or another value: the converter's own way
         return Encoded(_combined(columns), [])
 
 

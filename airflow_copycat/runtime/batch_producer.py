@@ -92,26 +92,28 @@ class BatchProducer:
         self.chain = chain if chain else None
         self.producer, self.fatal = producer, fatal
 
-    def send(self, original: SourceBatch, send_record, dead_letter) -> tuple[int, int, int]:
+    def send(self, original: SourceBatch, send_record, dead_letter, ensure_topic) -> tuple[str, int, int, int]:
         """Produce every row of ``original`` after the transforms: in columns where it can, else through
-        ``send_record(record)`` with the row's record before transforms (which counts, transforms and
-        dead-letters it itself). Returns (records produced here, their key+value bytes, rows a Filter
-        dropped here)."""
+        ``send_record(record)`` with the row's record before transforms (which counts, transforms,
+        creates its topic and dead-letters it itself). ``ensure_topic(topic)`` is called for the topic
+        the transformed batch goes to before its first row is produced. Returns (that topic, records
+        produced here, their key+value bytes, rows a Filter dropped here)."""
         batch = original
         if self.columnar and self.chain is not None and len(original):
             batch = apply_chain(self.chain, original)
         if not self.columnar or batch is None or not len(original):
             for record in original.to_records():
                 send_record(record)
-            return 0, 0, 0
+            return original.topic, 0, 0, 0
         if not len(batch):  # a Filter dropped every row: handled, so the batch's offset advances
-            return 0, 0, len(original)
+            return batch.topic, 0, 0, len(original)
         value = self.value_encoder.encode(batch, *side_columns(batch, False))
         key = self.key_encoder.encode(batch, *side_columns(batch, True)) if value is not None else None
         if value is None or key is None:
             for record in original.to_records():
                 send_record(record)
-            return 0, 0, 0
+            return original.topic, 0, 0, 0
+        ensure_topic(batch.topic)
         values, keys = byte_list(value.data), byte_list(key.data)
         slow = sorted(set(value.slow) | set(key.slow))
         base = produce_options(batch)
@@ -148,4 +150,4 @@ class BatchProducer:
             if stop < len(batch):  # a row the encoders left: the per-record path, transforms included
                 send_record(original.to_records([stop])[0])
             start = stop + 1
-        return produced, nbytes, 0
+        return topic, produced, nbytes, 0

@@ -10,7 +10,8 @@ reports every error). It never raises for a row's data: anything unexpected is
 Done in columns, on a struct value (or, for HoistField, a primitive one):
 
 * ``InsertField$Value`` with ``static.field``, ``topic.field``, ``partition.field``
-  and ``timestamp.field`` (each one value for the whole batch); ``offset.field`` is
+  and ``timestamp.field`` (each one value for the whole batch) when no field has a
+  default (``replace.null.with.default`` would rewrite nulls); ``offset.field`` is
   for sinks;
 * ``ReplaceField$Value`` (``include``, ``exclude``, ``renames``) when no field has a
   default (``replace.null.with.default`` would rewrite nulls);
@@ -86,7 +87,11 @@ def _columns(batch: SourceBatch) -> dict:
     return {f.name: batch.data.column(f.name) for f in batch.value_schema.fields}
 
 
-def _with_value(batch: SourceBatch, schema, columns: dict) -> SourceBatch:
+def _with_value(batch: SourceBatch, schema, columns: dict) -> SourceBatch | None:
+    """``batch`` with a new value (``columns`` by field name, ``schema``), its key columns kept; ``None``
+    when a value field would take the name of the batch's primitive key column."""
+    if batch.has_key and not batch.key_fields and KEY_COLUMN in columns:
+        return None
     data = pa.table(columns) if columns else pa.table({"_": pa.nulls(len(batch))}).drop_columns(["_"])
     key_fields = []
     for name in batch.key_fields:  # the key's columns stay as they were, under names apart from the value's
@@ -103,6 +108,8 @@ def _with_value(batch: SourceBatch, schema, columns: dict) -> SourceBatch:
 def _insert(transform, batch: SourceBatch, sample) -> SourceBatch | None:
     if batch.value_schema.type is not Type.STRUCT or transform._offset is not None:
         return None
+    if transform._with_default and any(f.schema.default is not None for f in batch.value_schema.fields):
+        return None  # replace.null.with.default rewrites nulls of those fields: the record transform's way
     schema = transform.apply(sample).value_schema
     columns = _columns(batch)
     n = len(batch)

@@ -22,9 +22,12 @@ reading with encoding and producing; on a task whose poll() is Python work it ch
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from typing import Callable
+
+log = logging.getLogger("airflow_copycat.source")
 
 _STOP = object()
 
@@ -66,6 +69,8 @@ class Sender:
         self._queue.join()
         if raise_error:
             self._raise()
+        elif self._error is not None:
+            log.warning("%s: a step failed too: %s", self._thread.name, self._error)
 
     def close(self) -> None:
         """Wait for the queued steps (dropped after an error), then end the thread."""

@@ -114,6 +114,7 @@ class SourceRun:
         self.task: SourceTask | None = None
         self.chain: TransformChain | None = None
         self.sender: Sender | None = None
+        self._holding = False  # rows of a batch without row offsets are being sent: mark() records no offset
         self.started = False  # start() completed: commit() may run
         self.pending: dict[str, tuple[Any, Any]] = {}  # canonical partition -> (partition, next offset)
         self.produced = 0
@@ -313,10 +314,14 @@ class SourceRun:
 
     def send_batch(self, batch: SourceBatch) -> None:
         """One batch: transformed, encoded and produced in columns where it can be, else row by row
-        through :meth:`send`; its offset is marked once every row was handed over."""
-        if batch.topic not in self.known_topics:
-            self.ensure_topic(batch.topic)
-        count, nbytes, filtered = self.batches.send(batch, self.send, self.dead_letter)
+        through :meth:`send`; its offset is marked once every row was handed over. A batch without
+        ``row_offsets`` gives each of its records the batch's offset: while its rows go, no offset of it
+        is marked, so a failure half-way commits nothing past the batch before."""
+        self._holding = batch.row_offsets is None
+        try:
+            topic, count, nbytes, filtered = self.batches.send(batch, self.send, self.dead_letter, self.ensure_topic)
+        finally:
+            self._holding = False
         self.produced += count
         self.stats.filtered += filtered
         entry = self.mark(batch.source_partition, batch.source_offset)
@@ -325,7 +330,7 @@ class SourceRun:
             entry["bytes"] += nbytes
         if count:
             topics = self.stats.topics
-            topics[batch.topic] = topics.get(batch.topic, 0) + count
+            topics[topic] = topics.get(topic, 0) + count
 
     def convert(self, stage: str, converter, record, original, schema, data):
         """Key or value bytes of ``record``; a failure is retried if retriable (a schema registry briefly
@@ -357,6 +362,8 @@ class SourceRun:
         self.mark(record.source_partition, record.source_offset)
 
     def ensure_topic(self, topic: str) -> None:
+        if topic in self.known_topics:
+            return
         ensure_topic(self.admin, topic, partitions=self.settings.new_topic_partitions,
                      replication_factor=self.settings.new_topic_replication_factor, known=self.known_topics)
 
@@ -370,8 +377,9 @@ class SourceRun:
                 self.stats.partition(partition, self.committed.get(key, {}).get("offset"))
             self._last = (partition, (key, self.stats.partitions[key]))
         key, entry = self._last[1]
-        entry["offset_after"] = offset
-        self.pending[key] = (partition, offset)
+        if not self._holding:
+            entry["offset_after"] = offset
+            self.pending[key] = (partition, offset)
         return entry
 
     def commit(self, *, after_failure: bool = False) -> None:
@@ -412,5 +420,5 @@ class SourceRun:
 
 def _reached(stats: TaskStats, limit: int = 400) -> str:
     """Where a task's partitions stand, for errors: ``partition -> offset`` reached so far."""
-    text = ", ".join(f"{key} at {json.dumps(e['offset_after'])}" for key, e in stats.partitions.items())
+    text = ", ".join(f"{key} at {json.dumps(e['offset_after'])}" for key, e in list(stats.partitions.items()))
     return "offsets reached: " + (text if len(text) <= limit else text[:limit] + "...")

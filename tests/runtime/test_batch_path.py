@@ -71,6 +71,7 @@ CONVERTERS = {
     "json-numeric": {"value.converter.decimal.format": "NUMERIC", "value.converter.schemas.enable": "false"},
     "avro-embedded": {"key.converter": "io.confluent.connect.avro.AvroConverter",
                       "value.converter": "io.confluent.connect.avro.AvroConverter"},
+    "string-key": {"key.converter": "org.apache.kafka.connect.storage.StringConverter"},  # str() of the key Struct
 }
 
 
@@ -124,3 +125,34 @@ def test_a_refused_row_without_tolerance_fails_the_task_naming_it(worker_props, 
         assert task["status"] == "failed" and '{"row": 150}' in task["error"], (emit, task["error"])
         committed = json.loads(offsets[0])["row"] if offsets else 0
         assert committed <= 149 and len(messages) >= committed
+
+
+def test_a_routed_batch_creates_only_the_topic_it_goes_to(worker_props, kafka_bootstrap, unique):
+    # Given batches routed by RegexRouter, and created topics of 2 partitions
+    name = f"gen-route-{unique}"
+    config = {"name": name, "connector.class": SOURCE, "topic": f"{name}-t", "rows": 100, "batch.rows": 40,
+              "topic.creation.default.partitions": 2, "transforms": "route",
+              "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+              "transforms.route.regex": "(.*)-t", "transforms.route.replacement": "$1-routed"}
+    ((task,),) = [g["tasks"] for g in _run(config, worker_props)]
+    # Then the rows are in the routed topic, created with 2 partitions, and the unrouted name was never created
+    topics = existing_topics(admin_client({"bootstrap.servers": kafka_bootstrap}))
+    assert task["topics"] == {f"{name}-routed": 100}
+    assert topics.get(f"{name}-routed") == 2 and f"{name}-t" not in topics
+    assert len(_messages(kafka_bootstrap, f"{name}-routed")) == 100
+
+
+def test_a_batch_without_row_offsets_commits_nothing_of_itself_when_it_fails_half_way(worker_props, kafka_bootstrap,
+                                                                                      unique):
+    # Given batches of 64 rows that carry only their last row's offset, a transform without a column form (so
+    # the rows go one by one) and a row the converter refuses at row 150, without error tolerance
+    name = f"gen-noff-{unique}"
+    config = {"name": name, "connector.class": SOURCE, "topic": f"{name}-t", "rows": 300, "batch.rows": 64,
+              "row.offsets": "false", "bad.every": 150, "topic.creation.default.partitions": 1,
+              "transforms": "mask", "transforms.mask.type": "org.apache.kafka.connect.transforms.MaskField$Value",
+              "transforms.mask.fields": "customer"}
+    ((task,),) = [g["tasks"] for g in _run(config, worker_props)]
+    # Then the task fails, and the committed offset is the end of the last whole batch before the bad row
+    assert task["status"] == "failed"
+    assert _offsets(worker_props, name) and [o for o in _offsets(worker_props, name).values()] == [{"row": 128}]
+    assert len(_messages(kafka_bootstrap, f"{name}-t")) >= 128

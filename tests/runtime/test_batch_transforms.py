@@ -91,3 +91,32 @@ def test_stages_without_a_column_form_hand_the_batch_back(stage):
     chain = build_chain({"name": "c", "connector.class": "x", "transforms": "s",
                          **{f"transforms.s.{k}": v for k, v in stage.items()}})
     assert apply_chain(chain, _struct_batch(5, 1)) is None
+
+
+def test_insert_field_on_a_schema_with_defaults_goes_row_by_row():
+    # replace.null.with.default makes the record transform write a null field's default: columns would keep the null
+    from airflow_copycat.connect import SchemaBuilder as B
+
+    schema = B.struct().field("id", Schema.INT64).field("name", B.string().optional().default_value("dflt").build()).build()
+    batch = SourceBatch("t", pa.table({"id": pa.array([1, 2], pa.int64()), "name": pa.array(["a", None])}), schema,
+                        {"p": 1}, {"o": 2})
+    chain = build_chain(_config(["insert_static"]))
+    assert apply_chain(chain, batch) is None
+
+
+def test_a_value_field_named_like_the_key_column_goes_row_by_row():
+    batch = SourceBatch("t", pa.table({"value": pa.array(["a"]), "key": pa.array(["k"])}), Schema.STRING, {"p": 1},
+                        {"o": 1}, key_schema=Schema.STRING)
+    chain = build_chain({"name": "c", "connector.class": "x", "transforms": "h",
+                         "transforms.h.type": T + "HoistField$Value", "transforms.h.field": "key"})
+    assert apply_chain(chain, batch) is None
+    assert repr(_expected(chain, batch)[0].value) == "Struct{key='a'}"
+
+
+def test_a_batch_refuses_nanosecond_times_it_could_not_turn_into_records():
+    from airflow_copycat.connect import DataException, SchemaBuilder as B
+    from airflow_copycat.connect.data import Timestamp
+
+    schema = B.struct().field("ts", Timestamp.builder().build()).build()
+    with pytest.raises(DataException, match="nanoseconds"):
+        SourceBatch("t", pa.table({"ts": pa.array([1], pa.timestamp("ns"))}), schema, {"p": 1}, {"o": 1})

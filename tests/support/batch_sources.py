@@ -3,7 +3,8 @@
 
 Config: ``topic``, ``rows`` (how many), ``batch.rows`` (rows per poll), ``emit`` (``batches`` or
 ``records``: the records are the batches' ``to_records()``), ``seed``, ``bad.every`` (every k-th
-row has a null in the required field ``qty``: a row the JsonConverter refuses; 0 = none). One
+row has a null in the required field ``qty``: a row the JsonConverter refuses; 0 = none),
+``row.offsets`` (false: batches carry only the offset after their last row). One
 source partition ``{"rows": <name>}``; the offset after row ``i`` is ``{"row": i + 1}``.
 """
 
@@ -62,7 +63,8 @@ class _RowOffsets:
 class GeneratedRowsSource(SourceConnector):
     config_def = (ConfigDef().define("topic", ConfigType.STRING, "").define("rows", ConfigType.INT, 100)
                   .define("batch.rows", ConfigType.INT, 40).define("emit", ConfigType.STRING, "batches")
-                  .define("seed", ConfigType.INT, 1).define("bad.every", ConfigType.INT, 0))
+                  .define("seed", ConfigType.INT, 1).define("bad.every", ConfigType.INT, 0)
+                  .define("row.offsets", ConfigType.BOOLEAN, True))
 
     def partitions(self):
         return [{"rows": str(self.config["name"])}]
@@ -79,6 +81,7 @@ class GeneratedRowsTask(SourceTask):
         values = GeneratedRowsSource.config_def.parse(config)
         self.partition = {"rows": str(config["name"])}
         self.topic, self.size, self.emit = values["topic"], values["batch.rows"], values["emit"]
+        self.row_offsets = values["row.offsets"]
         self.table = generate(values["rows"], values["seed"], values["bad.every"])
         offset = self.context.offset_storage_reader.offset(self.partition)
         self.next = int(offset["row"]) if offset else 0
@@ -89,6 +92,6 @@ class GeneratedRowsTask(SourceTask):
         n = min(self.size, self.table.num_rows - self.next)
         batch = SourceBatch(self.topic, self.table.slice(self.next, n), VALUE_SCHEMA, self.partition,
                             {"row": self.next + n}, key_fields=("id",), key_schema=KEY_SCHEMA,
-                            row_offsets=_RowOffsets(self.next, n))
+                            row_offsets=_RowOffsets(self.next, n) if self.row_offsets else None)
         self.next += n
         return [batch] if self.emit == "batches" else batch.to_records()
