@@ -456,42 +456,34 @@ def main() -> int:
         verify(topic, "1task", n, expected_sum)
         figures.append((f"jdbc_{mode}_1task", n / t_one, "rows/s"))
 
-        # ---- the same with schemas.enable=true (Kafka Connect's default worker), against its own raw producer
-        payload = with_envelopes(encode_rows(table), table)
-        schemas_sum = checksum(payload)
-        create_topic(bootstrap, topic_raw, parts)
-        with timed() as t_raw_schemas:
-            produce_pairs(payload)
-        del payload
-        note(f"raw producer, envelopes: {t_raw_schemas[0]:.2f} s")
-        delete_topic(bootstrap, topic_raw)
-        envelopes = {k: "true" for k in NO_SCHEMAS if k.endswith("schemas.enable")}
-        p, topic, _ = plan("1task-schemas", table, mode, **envelopes)
-        t_schemas = in_process("1task schemas.enable=true", p["groups"][0], n)
-        verify(topic, "1task schemas.enable=true", n, schemas_sum)
-        other_figures.append((f"jdbc_{mode}_1task_schemas", n / t_schemas, n / t_raw_schemas[0],
-                              "raw_producer_json_schemas"))
+        def against_own_raw_producer(kind: str, payload: list, baseline: str, **extra) -> None:
+            """A raw producer of ``payload`` (what the connector must write with ``extra``), then the 1-task
+            run with ``extra``, verified to hold the same records; both rates go to ``other_figures``."""
+            expect_sum = checksum(payload)
+            create_topic(bootstrap, topic_raw, parts)
+            with timed() as t_raw_:
+                produce_pairs(payload)
+            payload.clear()
+            note(f"{baseline}: {t_raw_[0]:.2f} s")
+            delete_topic(bootstrap, topic_raw)
+            p_, topic_, _ = plan(f"1task-{kind}", table, mode, **extra)
+            t_run = in_process(f"1task {kind}", p_["groups"][0], n)
+            verify(topic_, f"1task {kind}", n, expect_sum)
+            other_figures.append((f"jdbc_{mode}_1task_{kind}", n / t_run, n / t_raw_[0], baseline))
 
-        # ---- AvroConverter with a schema registry, against a raw producer of the same Avro bytes
+        # ---- the same with schemas.enable=true (Kafka Connect's default worker)
+        against_own_raw_producer("schemas", with_envelopes(encode_rows(table), table), "raw_producer_json_schemas",
+                                 **{k: "true" for k in NO_SCHEMAS if k.endswith("schemas.enable")})
+
+        # ---- AvroConverter with a schema registry
         from airflow_copycat.testing.schema_registry import SchemaRegistryServer
 
         with SchemaRegistryServer() as registry:
-            prefix = f"bench-jdbc-avro-{run_id}-"
-            payload = avro_rows(table, registry.url, f"{prefix}{table}-value")
-            avro_sum = checksum(payload)
-            create_topic(bootstrap, topic_raw, parts)
-            with timed() as t_raw_avro:
-                produce_pairs(payload)
-            del payload
-            note(f"raw producer, Avro: {t_raw_avro[0]:.2f} s")
-            delete_topic(bootstrap, topic_raw)
-            avro = {"value.converter": "io.confluent.connect.avro.AvroConverter",
-                    "value.converter.schema.registry.url": registry.url}
-            p, topic, _ = plan("avro", table, mode, **avro)
-            t_avro = in_process("1task avro+registry", p["groups"][0], n)
-            verify(topic, "1task avro+registry", n, avro_sum)
-        other_figures.append((f"jdbc_{mode}_1task_avro_registry", n / t_avro, n / t_raw_avro[0],
-                              "raw_producer_avro_registry"))
+            subject = f"bench-jdbc-1task-avro_registry-{run_id}-{table}-value"  # the connector's topic + -value
+            against_own_raw_producer("avro_registry", avro_rows(table, registry.url, subject),
+                                     "raw_producer_avro_registry",
+                                     **{"value.converter": "io.confluent.connect.avro.AvroConverter",
+                                        "value.converter.schema.registry.url": registry.url})
 
         # ---- peak memory of the 1-task import, in a process of its own
         p, topic, _ = plan("rss", table, mode)

@@ -115,6 +115,9 @@ File sets are independent: each has its own log and staging, and one failing
 (:meth:`Publisher.publish_all`). One copy job publishes a file set at a time
 (Airflow ``max_active_runs=1`` for a job's DAG); two processes publishing the
 *same* set concurrently are not supported.
+
+Size: over 1,000 lines; it holds the write-ahead log, the replay, both staging layouts and the tidy-up, and
+is to be split by concept (log, replay, layouts) with the one-shape refactor (issue 15).
 """
 
 from __future__ import annotations
