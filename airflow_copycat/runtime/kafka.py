@@ -12,7 +12,7 @@ import re
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..connect.errors import ConnectException, RetriableException
@@ -32,8 +32,9 @@ def admin_client(config: dict) -> AdminClient:
     return AdminClient(dict(config))
 
 
-def existing_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, int]:
-    """Topic name -> partition count, for every topic the broker reports.
+def existing_topics(admin: AdminClient | Producer, timeout: float = 15.0) -> dict[str, int]:
+    """Topic name -> partition count, for every topic the broker reports, from an admin client or a
+    producer (both answer ``list_topics``; a producer that is connected already answers sooner).
 
     Lists all topics (no topic filter): a metadata request for one named topic
     may auto-create it on brokers with ``auto.create.topics.enable``.
@@ -143,6 +144,9 @@ def read_to_end(
     Each partition is paused once it reports EOF, so records written after that
     are left for the next read. Raises on consumer errors other than EOF, and
     :class:`RetriableException` if the end is not reached within ``timeout_s``.
+
+    ``consume`` returns when ``batch`` messages are there or after its short wait: the wait
+    is what a read of a few messages (an offset topic, a small partition) costs at its end.
     """
     if not assignments:
         return
@@ -152,7 +156,7 @@ def read_to_end(
     while pending:
         if time.monotonic() > deadline:
             raise RetriableException(f"did not reach the end of {sorted(pending)} within {timeout_s}s")
-        for msg in consumer.consume(num_messages=batch, timeout=0.1):
+        for msg in consumer.consume(num_messages=batch, timeout=0.01):
             key = (msg.topic(), msg.partition())
             err = msg.error()
             if err is not None:

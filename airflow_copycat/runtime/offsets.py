@@ -106,11 +106,17 @@ class KafkaOffsetStore(OffsetStore):
         self.worker = worker
         self.topic = worker.offset_topic
         self._producer: Producer | None = None
+        self._admin_client = None  # one AdminClient for the store's life: a new one connects first
         self._ensured = False
         self._partitions: int | None = None
 
     def describe(self) -> str:
         return f"kafka topic {self.topic} at {self.worker.bootstrap_servers}"
+
+    def _admin(self):
+        if self._admin_client is None:
+            self._admin_client = admin_client(self.worker.admin_config())
+        return self._admin_client
 
     def ensure_topic(self) -> None:
         """Create the offset topic (compacted) if missing; refuse one that is not compacted,
@@ -118,7 +124,7 @@ class KafkaOffsetStore(OffsetStore):
         connector would silently start over."""
         if self._ensured:
             return
-        admin = admin_client(self.worker.admin_config())
+        admin = self._admin()
         created = ensure_topic(
             admin,
             self.topic,
@@ -208,7 +214,7 @@ class KafkaOffsetStore(OffsetStore):
         would choose. The caller commits the transaction."""
         self.ensure_topic()
         if self._partitions is None:
-            self._partitions = topic_partition_count(admin_client(self.worker.admin_config()), self.topic)
+            self._partitions = topic_partition_count(self._admin(), self.topic)
         for partition, offset in offsets:
             key = offset_key(connector, partition)
             producer.produce(self.topic, key=key, value=offset_value(offset),

@@ -114,6 +114,7 @@ class SourceRun:
         self.task: SourceTask | None = None
         self.chain: TransformChain | None = None
         self.sender: Sender | None = None
+        self.admin = None  # an AdminClient, made by ensure_topic() when one is needed
         self._holding = False  # rows of a batch without row offsets are being sent: mark() records no offset
         self.started = False  # start() completed: commit() may run
         self.pending: dict[str, tuple[Any, Any]] = {}  # canonical partition -> (partition, next offset)
@@ -189,8 +190,8 @@ class SourceRun:
         self.chain = build_chain(config)
         self.batches = BatchProducer(self.key_converter, self.value_converter, self.chain, self.producer,
                                      self.fatal)
-        self.admin = admin_client(worker.admin_config())
-        self.known_topics = retry.call(lambda: existing_topics(self.admin), what="listing topics")
+        # the producer's metadata: it is connected already, a new admin client would connect first
+        self.known_topics = retry.call(lambda: existing_topics(self.producer), what="listing topics")
         self.sender = Sender(f"copycat-send-{self.name}-{stats.task}")
         self.started = True
 
@@ -364,6 +365,8 @@ class SourceRun:
     def ensure_topic(self, topic: str) -> None:
         if topic in self.known_topics:
             return
+        if self.admin is None:  # made when a record first goes to a topic that does not exist yet
+            self.admin = admin_client(self.worker.admin_config())
         ensure_topic(self.admin, topic, partitions=self.settings.new_topic_partitions,
                      replication_factor=self.settings.new_topic_replication_factor, known=self.known_topics)
 

@@ -705,6 +705,8 @@ class JdbcSourceTask(SourceTask):
             if _rows(records) >= self.batch:
                 break
         self._next += 1
+        if not records and all(r.done for r in readers):
+            return None  # every table caught up on this poll: the run ends now, not one empty poll later
         return records
 
     def stop(self) -> None:
