@@ -24,6 +24,7 @@ _FILE_SINK = "airflow_copycat.connectors.filestream:FileStreamSinkConnector"
 _FILES_SINK = "airflow_copycat.connectors.files:FilesSinkConnector"
 _DLQ_REPLAY = "airflow_copycat.connectors.deadletter:DeadLetterReplaySource"
 _JDBC_SOURCE = "airflow_copycat.connectors.jdbc:JdbcSourceConnector"
+_JDBC_SINK = "airflow_copycat.connectors.jdbc_sink:JdbcSinkConnector"
 
 CONNECTOR_ALIASES: dict[str, str] = {
     "FileStreamSource": _FILE_SOURCE,
@@ -44,6 +45,10 @@ CONNECTOR_ALIASES: dict[str, str] = {
     "JdbcSource": _JDBC_SOURCE,
     "JdbcSourceConnector": _JDBC_SOURCE,
     "io.confluent.connect.jdbc.JdbcSourceConnector": _JDBC_SOURCE,
+    "JdbcSink": _JDBC_SINK,
+    "JdbcSinkConnector": _JDBC_SINK,
+    "io.confluent.connect.jdbc.JdbcSinkConnector": _JDBC_SINK,
+    "io.debezium.connector.jdbc.JdbcSinkConnector": _JDBC_SINK,
 }
 
 _JSON = "airflow_copycat.connect.json_converter:JsonConverter"

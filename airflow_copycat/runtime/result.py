@@ -53,6 +53,7 @@ class TaskStats:
         self.status = "ok"
         self.error: str | None = None
         self.duration_s: float | None = None
+        self.metrics: dict[str, Any] = {}  # what the task counted itself (a sink task's ``metrics``), JSON-able
 
     def partition(self, partition: Any, offset_before: Any = None) -> dict[str, Any]:
         key = canonical(partition)
@@ -91,6 +92,8 @@ class TaskStats:
         }
         if self.transactional_id:
             out.update(transactional_id=self.transactional_id, transactions=self.transactions)
+        if self.metrics:
+            out["metrics"] = self.metrics
         return out
 
 

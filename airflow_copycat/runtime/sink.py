@@ -78,10 +78,14 @@ def takes_batches(task: SinkTask) -> bool:
 
 class _Context(SinkTaskContext):
     """Routes records ``put`` refused (:meth:`report_error`) to the error handler, with the
-    bytes they had in Kafka (``batch``: the batch being put)."""
+    bytes they had in Kafka (``batch``: the batch being put). With ``durable`` (a sink that
+    keeps its offsets in the destination and may commit them inside ``put``), the dead letter
+    is acknowledged by Kafka before ``report_error`` returns, so no offset passes a record
+    that is neither written nor dead-lettered."""
 
     handler: ErrorHandler
     batch: SinkBatch | None = None
+    durable: bool = False
 
     def report_error(self, record, error):
         batch = self.batch
@@ -91,6 +95,8 @@ class _Context(SinkTaskContext):
                             value=batch.values[row] if row is not None else None,
                             headers=batch.headers[row] if row is not None else list(record.headers),
                             kafka=(record.topic, record.kafka_partition, record.kafka_offset))
+        if self.durable:
+            self.handler.flush()
 
 
 class SinkRun:
@@ -145,6 +151,7 @@ class SinkRun:
         self.task = cls().task_class()()
         self.ctx = _Context(config, self.assigned)
         self.ctx.handler = self.handler
+        self.ctx.durable = bool(getattr(cls, "offsets_in_destination", False))
         self.task.initialize(self.ctx)
         self.task.start(config)
         self.task.open(self.assigned)
@@ -189,6 +196,7 @@ class SinkRun:
         if self.chain is not None:
             self.chain.close()
         self.stats.retries = self.retry.retries + self.put_retries
+        self.stats.metrics = dict(getattr(self.task, "metrics", None) or {})
         if self.consumer is not None:
             self.consumer.close()
 

@@ -1,0 +1,230 @@
+"""Configuration of the JDBC sink: Confluent's ``JdbcSinkConfig`` keys as is, Debezium's JDBC sink keys too.
+
+Confluent's keys are the sink's own (``insert.mode``, ``pk.mode``, ``pk.fields``,
+``auto.create``, ``auto.evolve``, ...). Debezium's JDBC sink
+(``io.debezium.connector.jdbc.JdbcSinkConnector``) names some of them differently;
+those are accepted and mean the same (:data:`DEBEZIUM_KEYS`):
+
+=============================  ===========================================
+Debezium                       Confluent (what the sink uses)
+=============================  ===========================================
+``connection.username``        ``connection.user``
+``primary.key.mode``           ``pk.mode``
+``primary.key.fields``         ``pk.fields``
+``schema.evolution=basic``     ``auto.create=true`` + ``auto.evolve=true``
+``database.time_zone``         ``db.timezone``
+``quote.identifiers``          ``quote.sql.identifiers`` (true = always)
+``field.include.list``         ``fields.whitelist``
+=============================  ===========================================
+
+Giving both names of one setting with different values is a config problem.
+:func:`effective` turns the parsed values into :class:`SinkSettings`, the one
+typed view the task uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
+from airflow_copycat.connect.config import in_range, one_of
+
+from ..jdbc.config import CONNECTION_PASSWORD, CONNECTION_URL, CONNECTION_USER, _timezone, to_sqlalchemy_url
+
+INSERT_MODE = "insert.mode"
+PK_MODE = "pk.mode"
+PK_FIELDS = "pk.fields"
+DELETE_ENABLED = "delete.enabled"
+AUTO_CREATE = "auto.create"
+AUTO_EVOLVE = "auto.evolve"
+TABLE_NAME_FORMAT = "table.name.format"
+FIELDS_WHITELIST = "fields.whitelist"
+BATCH_SIZE = "batch.size"
+DB_TIMEZONE = "db.timezone"
+QUOTE_IDENTIFIERS = "quote.sql.identifiers"
+MAX_RETRIES = "max.retries"
+RETRY_BACKOFF_MS = "retry.backoff.ms"
+OFFSETS_TABLE = "copycat.offsets.table"
+
+INSERT_MODES = ("insert", "upsert", "update")
+PK_MODES = ("none", "kafka", "record_key", "record_value")
+KAFKA_PK_DEFAULTS = ("__connect_topic", "__connect_partition", "__connect_offset")
+
+DEBEZIUM_KEYS = {
+    "connection.username": CONNECTION_USER,
+    "primary.key.mode": PK_MODE,
+    "primary.key.fields": PK_FIELDS,
+    "database.time_zone": DB_TIMEZONE,
+    "quote.identifiers": QUOTE_IDENTIFIERS,
+    "field.include.list": FIELDS_WHITELIST,
+}
+SCHEMA_EVOLUTION = "schema.evolution"
+
+
+def _zone(key: str, value: Any) -> str | None:
+    return None if value in (None, "") else _timezone(key, value)
+
+
+def _quote(key: str, value: Any) -> str | None:
+    if value in (None, "") or str(value).lower() in ("always", "never", "true", "false"):
+        return None
+    return "must be always or never (Debezium's quote.identifiers: true or false)"
+
+
+CONFIG_DEF = (
+    ConfigDef()
+    .define(CONNECTION_URL, ConfigType.STRING, None, importance="high",
+            doc="The database: a SQLAlchemy URL, or a JDBC URL (jdbc:postgresql://host:port/db, jdbc:mysql://, "
+                "jdbc:mariadb://, jdbc:sqlite:path).")
+    .define(CONNECTION_USER, ConfigType.STRING, None, importance="high", doc="The database user.")
+    .define(CONNECTION_PASSWORD, ConfigType.PASSWORD, None, importance="high", doc="The database password.")
+    .define("connection.username", ConfigType.STRING, None, doc="Debezium's name of connection.user.")
+    .define("topics", ConfigType.LIST, [], importance="high", doc="The topics to write.")
+    .define("topics.regex", ConfigType.STRING, None, doc="Write every topic whose name matches this regex.")
+    .define(INSERT_MODE, ConfigType.STRING, "insert", validator=one_of(*INSERT_MODES), importance="high",
+            doc="insert: plain INSERTs (a duplicate key fails the record); upsert: insert or update on the primary "
+                "key with the database's own statement (ON CONFLICT / ON DUPLICATE KEY UPDATE); update: UPDATE "
+                "only, rows that do not exist are left alone.")
+    .define(PK_MODE, ConfigType.STRING, "none", validator=one_of(*PK_MODES), importance="high",
+            doc="Where the primary key comes from: none; kafka (topic, partition and offset, columns named by "
+                "pk.fields or __connect_topic/__connect_partition/__connect_offset); record_key (the record key: "
+                "a primitive key into the one column pk.fields names, a struct key's fields, all or those "
+                "pk.fields lists); record_value (fields of the value: those pk.fields lists, else all).")
+    .define("primary.key.mode", ConfigType.STRING, None, validator=lambda k, v: None if v in (None, "") else
+            one_of(*PK_MODES)(k, v),
+            doc="Debezium's name of pk.mode.")
+    .define(PK_FIELDS, ConfigType.LIST, [], doc="The primary key's columns; see pk.mode.")
+    .define("primary.key.fields", ConfigType.LIST, None, doc="Debezium's name of pk.fields.")
+    .define(DELETE_ENABLED, ConfigType.BOOLEAN, False,
+            doc="A tombstone (a record with a key and a null value) deletes the row with that key. Needs "
+                "pk.mode=record_key.")
+    .define(AUTO_CREATE, ConfigType.BOOLEAN, False,
+            doc="Create a missing table from the first record's schema (primary key per pk.mode).")
+    .define(AUTO_EVOLVE, ConfigType.BOOLEAN, False,
+            doc="Add the columns of new optional fields (or fields with a default) to an existing table. A change "
+                "that cannot be applied (a new required field without default) fails the run before it writes, "
+                "naming the topic, partition, offset, table and column.")
+    .define(SCHEMA_EVOLUTION, ConfigType.STRING, None, validator=lambda k, v: None if v in (None, "") else
+            one_of("none", "basic")(k, v),
+            doc="Debezium's: basic = auto.create and auto.evolve.")
+    .define(TABLE_NAME_FORMAT, ConfigType.STRING, "${topic}",
+            doc="The table of a topic's records; ${topic} is replaced by the topic name (dots stay in the name: "
+                "use a RegexRouter transform for other names). schema.table names a schema.")
+    .define(FIELDS_WHITELIST, ConfigType.LIST, [],
+            doc="The value fields written (all when empty); primary key columns are always written.")
+    .define("field.include.list", ConfigType.LIST, None, doc="Debezium's name of fields.whitelist.")
+    .define(BATCH_SIZE, ConfigType.INT, 3000, validator=in_range(1, None),
+            doc="The most rows one statement writes; a consume round's records are written in one transaction.")
+    .define(DB_TIMEZONE, ConfigType.STRING, "UTC", validator=_zone,
+            doc="Timestamps are written as local time of this zone into columns without a time zone.")
+    .define("database.time_zone", ConfigType.STRING, None, validator=_zone, doc="Debezium's name of db.timezone.")
+    .define(QUOTE_IDENTIFIERS, ConfigType.STRING, "always", validator=_quote,
+            doc="always: table and column names are quoted (case and any character kept); never: written as "
+                "given, so the database folds their case.")
+    .define("quote.identifiers", ConfigType.STRING, None, validator=_quote,
+            doc="Debezium's name of quote.sql.identifiers (true = always).")
+    .define(MAX_RETRIES, ConfigType.INT, 10, validator=in_range(0, None),
+            doc="How often a write that failed for a reason that may pass (connection lost, deadlock, "
+                "serialization failure) is tried again, the whole transaction each time.")
+    .define(RETRY_BACKOFF_MS, ConfigType.INT, 3000, validator=in_range(0, None),
+            doc="The wait before each retry of max.retries.")
+    .define(OFFSETS_TABLE, ConfigType.STRING, "copycat_sink_offsets",
+            doc="The table in the target database holding the sink's Kafka offsets, written in the same "
+                "transaction as the rows (exactly-once); created when missing. schema.table names a schema.")
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkSettings:
+    """The sink's settings, Debezium's names resolved (see the module docstring)."""
+
+    insert_mode: str
+    pk_mode: str
+    pk_fields: tuple[str, ...]
+    delete_enabled: bool
+    auto_create: bool
+    auto_evolve: bool
+    table_name_format: str
+    fields_whitelist: tuple[str, ...]
+    batch_size: int
+    db_timezone: str
+    quote: bool
+    max_retries: int
+    retry_backoff_ms: int
+    offsets_table: str
+
+
+def _resolved(config: dict[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]]:
+    """``config`` with every Debezium key moved to its Confluent name; a clash is a problem."""
+    out, problems = dict(config), []
+    for theirs, ours in DEBEZIUM_KEYS.items():
+        value = config.get(theirs)
+        if value in (None, "") or value == []:
+            continue
+        if theirs in ("quote.identifiers",):
+            value = "always" if str(value).lower() in ("true", "always") else "never"
+        default = CONFIG_DEF.keys[ours].default
+        mine = config.get(ours)
+        if mine not in (None, "", default) and mine != value:
+            problems.append(ConfigProblem(theirs, value, f"says something else than {ours}={mine!r}: give one"))
+        out[ours] = value
+    evolution = str(config.get(SCHEMA_EVOLUTION) or "").lower()
+    if evolution == "basic":
+        out[AUTO_CREATE] = out[AUTO_EVOLVE] = True
+    return out, problems
+
+
+def effective(config: dict[str, Any]) -> SinkSettings:
+    """The settings of a parsed config (Debezium keys resolved)."""
+    c, _ = _resolved(config)
+    quote = str(c.get(QUOTE_IDENTIFIERS) or "always").lower() in ("always", "true")
+    return SinkSettings(
+        insert_mode=str(c[INSERT_MODE]).lower(), pk_mode=str(c[PK_MODE]).lower(),
+        pk_fields=tuple(f for f in c.get(PK_FIELDS) or [] if f), delete_enabled=bool(c[DELETE_ENABLED]),
+        auto_create=bool(c[AUTO_CREATE]), auto_evolve=bool(c[AUTO_EVOLVE]),
+        table_name_format=str(c[TABLE_NAME_FORMAT]), fields_whitelist=tuple(f for f in c.get(FIELDS_WHITELIST) or []
+                                                                             if f),
+        batch_size=int(c[BATCH_SIZE]), db_timezone=str(c[DB_TIMEZONE]), quote=quote,
+        max_retries=int(c[MAX_RETRIES]), retry_backoff_ms=int(c[RETRY_BACKOFF_MS]),
+        offsets_table=str(c[OFFSETS_TABLE]))
+
+
+def validate(config: dict[str, Any]) -> list[ConfigProblem]:
+    """Cross-key problems, every one of them (Confluent's rules: upsert and update need a primary key,
+    deletes need ``pk.mode=record_key``, ``pk.mode=kafka`` takes three column names or none)."""
+    c, problems = _resolved(config)
+    url = c.get(CONNECTION_URL)
+    if not str(url or "").strip():
+        if c.get("airflow.conn.id"):
+            problems.append(ConfigProblem("airflow.conn.id", c.get("airflow.conn.id"),
+                                          "is resolved only by the Airflow operators; outside Airflow give "
+                                          "connection.url (and connection.user/connection.password)"))
+        else:
+            problems.append(ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL "
+                                          "(or airflow.conn.id, an Airflow connection, in a DAG)"))
+    else:
+        try:
+            to_sqlalchemy_url(str(url))
+        except ValueError as e:
+            problems.append(ConfigProblem(CONNECTION_URL, str(url).split(":")[0] + ":...", str(e)))
+    if not c.get("topics") and not c.get("topics.regex"):
+        problems.append(ConfigProblem("topics", c.get("topics"), "is required (or topics.regex): the topics to write"))
+    mode, pk_mode = str(c.get(INSERT_MODE) or "").lower(), str(c.get(PK_MODE) or "").lower()
+    pk_fields = [f for f in c.get(PK_FIELDS) or [] if f]
+    if mode in ("upsert", "update") and pk_mode == "none":
+        problems.append(ConfigProblem(PK_MODE, pk_mode, f"insert.mode={mode} needs a primary key: set pk.mode to "
+                                      "record_key, record_value or kafka"))
+    if c.get(DELETE_ENABLED) in (True, "true") and pk_mode != "record_key":
+        problems.append(ConfigProblem(DELETE_ENABLED, True, "needs pk.mode=record_key: a tombstone carries only the "
+                                      "record key"))
+    if pk_mode == "kafka" and pk_fields and len(pk_fields) != 3:
+        problems.append(ConfigProblem(PK_FIELDS, pk_fields, "pk.mode=kafka takes three column names (topic, "
+                                      "partition, offset) or none for __connect_topic, __connect_partition, "
+                                      "__connect_offset"))
+    if pk_mode == "none" and pk_fields:
+        problems.append(ConfigProblem(PK_FIELDS, pk_fields, "is set but pk.mode=none uses no primary key"))
+    if "${topic}" not in str(c.get(TABLE_NAME_FORMAT) or "${topic}") and not c.get("topics"):
+        problems.append(ConfigProblem(TABLE_NAME_FORMAT, c.get(TABLE_NAME_FORMAT),
+                                      "without ${topic} writes every topic to one table: name the topics"))
+    return problems

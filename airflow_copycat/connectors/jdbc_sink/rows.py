@@ -1,0 +1,182 @@
+"""From a sink record to a database row: the table, the primary key per ``pk.mode``, the column values.
+
+:func:`row_of` is called by the sink task for each record ``put`` gives it, in order.
+It returns a :class:`Row` -- a write (insert, upsert or update) or, for a
+tombstone with ``delete.enabled``, a delete -- or ``None`` for a tombstone the
+sink skips. It raises :class:`RecordError` for a record the sink cannot write at
+all (no value schema, a key the primary key mode cannot use); the task hands
+such a record to the framework's error handling (fail, or dead-letter).
+
+Column values are what the database drivers take: ``Decimal``, ``date``,
+``time``, naive ``datetime`` in ``db.timezone`` (Connect timestamps are UTC),
+``bytes``, and JSON text for structs, arrays and maps (bytes in them as base64,
+decimals as their digits, dates and timestamps in ISO form).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import json
+from typing import Any, Sequence
+from zoneinfo import ZoneInfo
+
+from airflow_copycat.connect.data import Date, Decimal, Schema, Struct, Time, Timestamp, Type
+from airflow_copycat.connect.records import SinkRecord
+
+from .config import KAFKA_PK_DEFAULTS, SinkSettings
+
+_KAFKA_SCHEMAS = (Schema(Type.STRING), Schema(Type.INT32), Schema(Type.INT64))
+
+
+class RecordError(Exception):
+    """A record the sink cannot turn into a row (its message says why)."""
+
+
+@dataclasses.dataclass
+class Row:
+    """One record's effect on ``table``: ``values`` by column (``None`` for a delete); ``key`` the
+    primary key values in ``key_columns`` order; ``columns`` the column schemas, keys first."""
+
+    table: str
+    record: SinkRecord
+    key_columns: tuple[str, ...]
+    key: tuple
+    columns: tuple[tuple[str, Schema, bool], ...]  # (name, schema, part of the primary key)
+    values: dict[str, Any] | None
+
+    @property
+    def delete(self) -> bool:
+        return self.values is None
+
+    def signature(self) -> tuple:
+        """Rows with equal signatures can share one statement."""
+        return self.table, self.delete, tuple((n, _schema_key(s), k) for n, s, k in self.columns)
+
+
+def _schema_key(schema: Schema) -> tuple:
+    return schema.type, schema.name, schema.optional, tuple(sorted(schema.parameters.items()))
+
+
+def table_name(settings: SinkSettings, topic: str) -> str:
+    return settings.table_name_format.replace("${topic}", topic)
+
+
+def _struct_fields(schema: Schema) -> list[str]:
+    return [f.name for f in schema.fields]
+
+
+def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | None:
+    """The row of ``record`` (see the module docstring); raises :class:`RecordError`."""
+    table = table_name(settings, record.topic)
+    where = f"topic {record.topic} partition {record.kafka_partition} offset {record.kafka_offset}"
+    if record.value is None:
+        if not settings.delete_enabled:
+            return None
+        key_columns, key, columns = _record_key(record, settings, where)
+        return Row(table, record, key_columns, key, columns, None)
+    schema = record.value_schema
+    if schema is None or schema.type is not Type.STRUCT or not isinstance(record.value, Struct):
+        raise RecordError(f"{where}: the JDBC sink needs a struct value with a schema (JsonConverter with "
+                          "schemas.enable=true, or the AvroConverter); this record has "
+                          + ("no value schema" if schema is None else f"a {schema.type.value} value"))
+    value = record.value
+    mode = settings.pk_mode
+    if mode == "kafka":
+        names = settings.pk_fields or KAFKA_PK_DEFAULTS
+        key_columns = tuple(names)
+        key = (record.topic, record.kafka_partition, record.kafka_offset)
+        columns = [(n, s, True) for n, s in zip(names, _KAFKA_SCHEMAS)]
+        values = dict(zip(names, key))
+    elif mode == "record_key":
+        key_columns, key, columns = _record_key(record, settings, where)
+        columns = list(columns)
+        values = dict(zip(key_columns, key))
+    elif mode == "record_value":
+        names = settings.pk_fields or tuple(_struct_fields(schema))
+        missing = [n for n in names if schema.field(n) is None]
+        if missing:
+            raise RecordError(f"{where}: pk.fields {missing} are not fields of the value "
+                              f"(fields: {_struct_fields(schema)})")
+        key_columns = tuple(names)
+        key = tuple(_column_value(schema.field(n).schema, value.get(n), zone) for n in names)
+        if any(k is None for k in key):
+            raise RecordError(f"{where}: a primary key field of the value is null")
+        columns = [(n, schema.field(n).schema, True) for n in names]
+        values = dict(zip(names, key))
+    else:
+        key_columns, key, columns, values = (), (), [], {}
+    keys = set(key_columns)
+    wanted = settings.fields_whitelist
+    for f in schema.fields:
+        if f.name in keys or (wanted and f.name not in wanted):
+            continue
+        columns.append((f.name, f.schema, False))
+        values[f.name] = _column_value(f.schema, value.get(f.name), zone)
+    return Row(table, record, key_columns, key, tuple(columns), values)
+
+
+def _record_key(record: SinkRecord, settings: SinkSettings, where: str):
+    schema, key = record.key_schema, record.key
+    if key is None:
+        raise RecordError(f"{where}: pk.mode=record_key but the record has no key")
+    if schema is None:
+        raise RecordError(f"{where}: pk.mode=record_key needs a key with a schema")
+    if schema.type is Type.STRUCT:
+        names = settings.pk_fields or tuple(_struct_fields(schema))
+        missing = [n for n in names if schema.field(n) is None]
+        if missing:
+            raise RecordError(f"{where}: pk.fields {missing} are not fields of the key (fields: "
+                              f"{_struct_fields(schema)})")
+        values = tuple(_column_value(schema.field(n).schema, key.get(n), None) for n in names)
+        columns = tuple((n, schema.field(n).schema, True) for n in names)
+        if any(v is None for v in values):
+            raise RecordError(f"{where}: a primary key field of the key is null")
+        return tuple(names), values, columns
+    if not schema.type.is_primitive:
+        raise RecordError(f"{where}: pk.mode=record_key takes a primitive or struct key, not {schema.type.value}")
+    if len(settings.pk_fields) != 1:
+        raise RecordError(f"{where}: the key is a primitive ({schema.type.value}): pk.fields must name exactly one "
+                          "column for it")
+    name = settings.pk_fields[0]
+    return (name,), (_column_value(schema, key, None),), ((name, schema, True),)
+
+
+def _column_value(schema: Schema, value: Any, zone: ZoneInfo | None) -> Any:
+    if value is None:
+        return None
+    name = schema.name
+    if name == Timestamp.LOGICAL_NAME:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(zone or dt.timezone.utc).replace(tzinfo=None)
+    if name in (Decimal.LOGICAL_NAME, Date.LOGICAL_NAME, Time.LOGICAL_NAME):
+        return value
+    if schema.type in (Type.STRUCT, Type.ARRAY, Type.MAP):
+        return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    if schema.type is Type.BYTES:
+        return bytes(value)
+    return value
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Struct):
+        return {f.name: _jsonable(v.get(f.name)) for f in v.schema.fields}
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    return v
+
+
+def params(row: Row, columns: Sequence[str]) -> tuple:
+    values = row.values or {}
+    return tuple(values.get(c) for c in columns)

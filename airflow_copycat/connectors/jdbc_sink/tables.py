@@ -1,0 +1,193 @@
+"""The sink's tables: found, created (``auto.create``) and evolved (``auto.evolve``) before any row is written.
+
+:meth:`Tables.ensure` is called by the writer for the first row of each table and
+schema in a ``put``, before the transaction that writes the rows (DDL commits on
+its own on MySQL/MariaDB). It makes the table fit the row's columns or raises
+:class:`~airflow_copycat.connect.errors.ConnectException` naming topic,
+partition, offset, table and column, having changed nothing for that row:
+
+* a missing table: created with ``auto.create`` (primary key per ``pk.mode``), else an error;
+* a missing column: added with ``auto.evolve`` when the field is optional or has a
+  default, else an error (a new required field without default cannot be added to a
+  table with rows);
+* a column narrower than its field (an ``int64`` into ``INTEGER``, ``float64`` into
+  ``REAL``, text into a number), and a table without the primary key that upserts,
+  updates or deletes need: an error.
+
+What a table looks like is read once per task (``sqlalchemy.inspect``) and kept
+up to date with what this task changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+
+from airflow_copycat.connect.data import Schema, Type
+from airflow_copycat.connect.errors import ConnectException
+
+from .config import SinkSettings
+from .dialects import Dialect
+from .rows import Row
+
+log = logging.getLogger(__name__)
+
+_INT_BITS = {Type.INT8: 8, Type.INT16: 16, Type.INT32: 32, Type.INT64: 64}
+
+
+def _column_bits(t: sa.types.TypeEngine) -> int | None:
+    name = type(t).__name__.upper()
+    if "BIGINT" in name:
+        return 64
+    if "SMALLINT" in name or "TINYINT" in name:
+        return 16 if "SMALL" in name else 8
+    if "MEDIUMINT" in name:
+        return 24
+    if isinstance(t, sa.types.Integer):
+        return 32
+    return None
+
+
+def narrowing(column_type: sa.types.TypeEngine, schema: Schema, dialect: str) -> str | None:
+    """Why a column of ``column_type`` cannot hold every value of ``schema``, or ``None``."""
+    if schema.name is not None or dialect == "sqlite":  # logical types; SQLite stores any value in any column
+        return None
+    t = schema.type
+    if t in _INT_BITS:
+        if isinstance(column_type, (sa.types.Float, sa.types.Numeric)) and not isinstance(column_type, sa.types.Integer):
+            return None
+        bits = _column_bits(column_type)
+        if bits is not None and bits < _INT_BITS[t]:
+            return f"is {column_type} and the field is {t.value}: values would not fit"
+        return None
+    if t is Type.FLOAT64 and isinstance(column_type, sa.types.Float) and \
+            type(column_type).__name__.upper() in ("REAL", "FLOAT") and dialect == "postgresql":
+        return f"is {column_type} (single precision) and the field is float64"
+    if t is Type.STRING and isinstance(column_type, (sa.types.Integer, sa.types.Numeric, sa.types.Boolean)):
+        return f"is {column_type} and the field is a string"
+    return None
+
+
+def _literal(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return None
+
+
+class Tables:
+    """What the task knows of its tables; see the module docstring."""
+
+    def __init__(self, engine: sa.Engine, dialect: Dialect, settings: SinkSettings):
+        self.engine, self.dialect, self.settings = engine, dialect, settings
+        self._known: dict[str, dict[str, Any] | None] = {}  # table -> {"columns": {name: type}, "pk": [...]}
+        self._checked: set[tuple] = set()  # (table, signature) already fitted
+        self.created: list[str] = []
+        self.added: list[str] = []
+
+    def _fold(self, name: str) -> str:
+        return name if self.dialect.quote and self.dialect.name == "postgresql" else name.lower()
+
+    def _describe(self, table: str) -> dict[str, Any] | None:
+        if table not in self._known:
+            schema, _, name = table.rpartition(".")
+            inspector = sa.inspect(self.engine)
+            if not self.dialect.quote and self.dialect.name == "postgresql":
+                name = name.lower()
+            if not inspector.has_table(name, schema=schema or None):
+                self._known[table] = None
+            else:
+                cols = inspector.get_columns(name, schema=schema or None)
+                pk = inspector.get_pk_constraint(name, schema=schema or None).get("constrained_columns") or []
+                uniques = [u.get("column_names") or [] for u in inspector.get_unique_constraints(name, schema=schema or None)]
+                self._known[table] = {"columns": {self._fold(c["name"]): c["type"] for c in cols},
+                                      "keys": [[self._fold(c) for c in pk]] + [[self._fold(c) for c in u] for u in uniques]}
+        return self._known[table]
+
+    def ensure(self, row: Row) -> None:
+        """Make ``row.table`` fit ``row`` (see the module docstring)."""
+        signature = row.signature()
+        if signature in self._checked:
+            return
+        for name, _, _ in row.columns:
+            if "%" in name or "%" in row.table:
+                raise ConnectException(f"{self._where(row)}: table {row.table!r} / column {name!r}: names holding '%' "
+                                       "are not supported by the JDBC sink")
+        described = self._describe(row.table)
+        if described is None:
+            self._create(row)
+        else:
+            self._fit(row, described)
+        self._checked.add(signature)
+
+    def _where(self, row: Row) -> str:
+        r = row.record
+        return f"topic {r.topic} partition {r.kafka_partition} offset {r.kafka_offset}"
+
+    def _create(self, row: Row) -> None:
+        if not self.settings.auto_create:
+            raise ConnectException(f"{self._where(row)}: table {row.table} does not exist; create it or set "
+                                   "auto.create=true")
+        if row.delete:
+            raise ConnectException(f"{self._where(row)}: table {row.table} does not exist and a tombstone has no "
+                                   "value schema to create it from")
+        d = self.dialect
+        parts = [f"{d.ident(n)} {d.column_type(s, k)}{'' if (s.optional and not k) else ' NOT NULL'}"
+                 for n, s, k in row.columns]
+        if row.key_columns:
+            parts.append(f"PRIMARY KEY ({', '.join(d.ident(k) for k in row.key_columns)})")
+        ddl = f"CREATE TABLE {d.table(row.table)} ({', '.join(parts)})"
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(ddl)
+        log.info("created table %s for %s", row.table, self._where(row))
+        self.created.append(row.table)
+        self._known.pop(row.table, None)
+
+    def _fit(self, row: Row, described: dict[str, Any]) -> None:
+        d, columns = self.dialect, described["columns"]
+        mode = self.settings.insert_mode
+        if row.key_columns and (mode in ("upsert", "update") or row.delete):
+            wanted = sorted(self._fold(k) for k in row.key_columns)
+            if not any(sorted(k) == wanted for k in described["keys"] if k):
+                raise ConnectException(f"{self._where(row)}: table {row.table} has no primary key or unique "
+                                       f"constraint on {list(row.key_columns)}, which insert.mode={mode}"
+                                       f"{' and deletes' if row.delete else ''} need")
+        missing = []
+        for name, schema, key in row.columns:
+            have = columns.get(self._fold(name))
+            if have is None:
+                missing.append((name, schema, key))
+                continue
+            why = narrowing(have, schema, d.name)
+            if why:
+                raise ConnectException(f"{self._where(row)}: table {row.table} column {name} {why}")
+        for name, schema, key in missing:
+            default = _literal(schema.default) if schema.default is not None else None
+            if not self.settings.auto_evolve:
+                raise ConnectException(f"{self._where(row)}: table {row.table} has no column {name}; add it or set "
+                                       "auto.evolve=true")
+            if key:
+                raise ConnectException(f"{self._where(row)}: table {row.table} has no primary key column {name}; "
+                                       "a primary key cannot be evolved")
+            if not schema.optional and default is None:
+                raise ConnectException(f"{self._where(row)}: table {row.table} column {name}: the field is required "
+                                       "and has no default, so it cannot be added to a table that has rows")
+        for name, schema, _ in missing:
+            default = _literal(schema.default) if schema.default is not None else None
+            ddl = d.add_column(row.table, name, d.column_type(schema, False), schema.optional, default)
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(ddl)
+            log.info("added column %s to table %s for %s", name, row.table, self._where(row))
+            self.added.append(f"{row.table}.{name}")
+        if missing:
+            self._known.pop(row.table, None)
+
+    def forget(self, table: str) -> None:
+        """Read ``table`` again when next needed (another writer may have changed it)."""
+        self._known.pop(table, None)
+        self._checked = {s for s in self._checked if s[0] != table}

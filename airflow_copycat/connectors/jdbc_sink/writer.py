@@ -1,0 +1,178 @@
+"""One transaction per ``put``: the rows, in bulk statements, and the offsets after them.
+
+:meth:`Writer.write` is called by the sink task with the rows of one ``put`` (in
+Kafka order) and the offset moves of their partitions. It
+
+1. fits the tables to the rows (:mod:`.tables`; DDL, before the transaction);
+2. cuts the rows into runs of one table, one kind (write or delete) and one set of
+   columns, in order; in upsert and update modes a run keeps only the last row of
+   each key (what applying them one by one would leave);
+3. in one transaction, writes each run in statements of at most ``batch.size``
+   rows -- ``COPY`` (and one ``INSERT ... SELECT ... ON CONFLICT`` for upserts) on
+   PostgreSQL, multi-row ``INSERT`` on MySQL/MariaDB, ``executemany`` on SQLite --
+   then moves the offsets (:mod:`.offsets_table`) and commits.
+
+A statement the database refuses because of a row (a constraint, a value too long,
+a value of the wrong type) is rolled back to its savepoint and cut in halves until
+the refused rows are found; each is handed to ``report(record, error)`` -- the
+framework's errant-record reporter, which dead-letters it with tolerance or
+raises, failing the run with nothing of the transaction committed. A failure that
+may pass (connection lost, deadlock, serialization failure, database locked)
+retries the whole transaction ``max.retries`` times, ``retry.backoff.ms`` apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Mapping, Sequence
+
+import sqlalchemy as sa
+
+from airflow_copycat.connect.errors import ConnectException
+
+from .config import SinkSettings
+from .dialects import Dialect
+from .offsets_table import OffsetsTable
+from .rows import Row, params
+from .tables import Tables
+
+log = logging.getLogger(__name__)
+
+
+def error_kind(e: BaseException) -> str:
+    """``record`` (the database refused a row's values), ``retry`` (may pass), or ``fatal``, from the
+    DB-API exception class (PEP 249 names, whatever the driver)."""
+    orig = getattr(e, "orig", None) or e
+    names = {c.__name__ for c in type(orig).__mro__}
+    if names & {"IntegrityError", "DataError"}:
+        return "record"
+    if "OperationalError" in names or isinstance(e, sa.exc.DisconnectionError):
+        return "retry"
+    return "fatal"
+
+
+def runs(rows: Sequence[Row], dedupe: bool) -> list[list[Row]]:
+    """Consecutive rows of one signature; with ``dedupe`` only the last row of each key in a run."""
+    out: list[list[Row]] = []
+    for row in rows:
+        if out and out[-1][0].signature() == row.signature():
+            out[-1].append(row)
+        else:
+            out.append([row])
+    if dedupe:
+        out = [list({r.key: r for r in run}.values()) if run[0].key_columns else run for run in out]
+    return out
+
+
+class Writer:
+    """Writes rows and offsets for one sink task (see the module docstring)."""
+
+    def __init__(self, engine: sa.Engine, dialect: Dialect, settings: SinkSettings, tables: Tables,
+                 offsets: OffsetsTable, report: Callable):
+        self.engine, self.dialect, self.settings = engine, dialect, settings
+        self.tables, self.offsets, self.report = tables, offsets, report
+        self.counts: dict[str, dict[str, int]] = {}
+        self.retries = 0
+
+    def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
+        for row in rows:
+            self.tables.ensure(row)
+        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"))
+        attempt = 0
+        while True:
+            counts: dict[str, dict[str, int]] = {}
+            try:
+                with self.engine.connect() as conn, conn.begin():
+                    for run in planned:
+                        for i in range(0, len(run), self.settings.batch_size):
+                            self._bisect(conn, run[i:i + self.settings.batch_size], counts)
+                    self.offsets.advance(conn, moves)
+            except Exception as e:  # noqa: BLE001 -- classified below; anything not retriable is raised
+                if error_kind(e) != "retry" or attempt >= self.settings.max_retries:
+                    if error_kind(e) == "retry":
+                        raise ConnectException(f"writing to {self._url()} failed {attempt + 1} time(s), the last: "
+                                               f"{_short(e)}") from e
+                    raise
+                attempt += 1
+                self.retries += 1
+                log.warning("writing to %s failed (%s); retry %d of %d in %d ms", self._url(), _short(e), attempt,
+                            self.settings.max_retries, self.settings.retry_backoff_ms)
+                time.sleep(self.settings.retry_backoff_ms / 1000.0)
+                continue
+            for table, c in counts.items():
+                mine = self.counts.setdefault(table, {})
+                for k, v in c.items():
+                    mine[k] = mine.get(k, 0) + v
+            return
+
+    def _url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def _bisect(self, conn: sa.Connection, rows: list[Row], counts: dict) -> None:
+        try:
+            with conn.begin_nested():
+                self._execute(conn, rows, counts)
+        except Exception as e:  # noqa: BLE001
+            if error_kind(e) != "record":
+                raise
+            if len(rows) == 1:
+                self.report(rows[0].record, ConnectException(f"table {rows[0].table}: {_short(e)}"))
+                return
+            half = len(rows) // 2
+            self._bisect(conn, rows[:half], counts)
+            self._bisect(conn, rows[half:], counts)
+
+    def _execute(self, conn: sa.Connection, rows: list[Row], counts: dict) -> None:
+        d, first = self.dialect, rows[0]
+        c = counts.setdefault(first.table, {})
+        if first.delete:
+            n = conn.exec_driver_sql(d.delete(first.table, first.key_columns), [d.adapt(r.key) for r in rows]).rowcount
+            c["deleted"] = c.get("deleted", 0) + max(n, 0)
+            return
+        columns = [n for n, _, _ in first.columns]
+        mode = self.settings.insert_mode
+        if mode == "update":
+            rest = [col for col in columns if col not in first.key_columns]
+            n = conn.exec_driver_sql(d.update(first.table, columns, first.key_columns),
+                                     [d.adapt(params(r, rest) + r.key) for r in rows]).rowcount
+            c["updated"] = c.get("updated", 0) + max(n, 0)
+            return
+        if d.name == "postgresql":
+            self._postgres(conn, rows, columns, mode == "upsert", c)
+            return
+        sql = d.upsert(first.table, columns, first.key_columns) if mode == "upsert" else d.insert(first.table, columns)
+        conn.exec_driver_sql(sql, [d.adapt(params(r, columns)) for r in rows])
+        key = "upserted" if mode == "upsert" else "inserted"
+        c[key] = c.get(key, 0) + len(rows)
+
+    def _postgres(self, conn: sa.Connection, rows: list[Row], columns: list[str], upsert: bool, c: dict) -> None:
+        """COPY the rows into the table (insert) or into a temporary copy of it, merged with one upsert."""
+        d, first = self.dialect, rows[0]
+        cols = ", ".join(d.ident(col) for col in columns)
+        raw = conn.connection.driver_connection
+        target = d.table(first.table)
+        stage = d.ident("copycat_stage_" + str(abs(hash(first.table)) % 10**8)) if upsert else None
+        with raw.cursor() as cur:
+            if upsert:
+                cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {target} INCLUDING DEFAULTS) "
+                            "ON COMMIT DROP")
+                cur.execute(f"TRUNCATE {stage}")
+            with cur.copy(f"COPY {stage if upsert else target} ({cols}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(params(r, columns))
+            if not upsert:
+                c["inserted"] = c.get("inserted", 0) + len(rows)
+                return
+            cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}"
+                        f"{d.on_conflict(columns, first.key_columns)} RETURNING (xmax = 0)")
+            flags = [f for (f,) in cur.fetchall()]
+        inserted = sum(1 for f in flags if f)
+        c["inserted"] = c.get("inserted", 0) + inserted
+        c["updated"] = c.get("updated", 0) + len(flags) - inserted
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    text = str(getattr(e, "orig", None) or e).strip().splitlines()
+    first = text[0] if text else type(e).__name__
+    return first if len(first) <= limit else first[:limit] + "..."

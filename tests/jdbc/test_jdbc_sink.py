@@ -1,0 +1,317 @@
+"""JDBC sink against real SQLite, PostgreSQL and MariaDB: insert modes, key modes, deletes, schema evolution,
+types and time zones, bad records, exactly-once offsets in the target database.
+
+The task is driven as the sink runtime drives it (start, open, take the rewinds, put, pre_commit) with records
+built here; the runs through Kafka are in test_jdbc_sink_kafka.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_copycat.connect import (ConfigException, ConnectException, Date, Decimal, Schema, SchemaBuilder,
+                                     SinkRecord, SinkTaskContext, Struct, Time, Timestamp)
+from airflow_copycat.connectors.jdbc_sink import JdbcSinkConnector, JdbcSinkTask
+from airflow_copycat.runtime import plugins
+
+KEY = SchemaBuilder.struct().name("Key").field("id", Schema.INT64).build()
+V1 = (SchemaBuilder.struct().name("Value").field("id", Schema.INT64).field("name", Schema.STRING)
+      .field("qty", Schema.OPTIONAL_INT32).build())
+V2 = (SchemaBuilder.struct().name("Value").field("id", Schema.INT64).field("name", Schema.STRING)
+      .field("qty", Schema.OPTIONAL_INT32).field("note", Schema.OPTIONAL_STRING).build())
+
+
+class Sink:
+    """One task over one topic-partition, with the offsets it committed and the rows it wrote."""
+
+    def __init__(self, db, table: str, **over):
+        self.db, self.table = db, table
+        self.raw = {"name": over.pop("name", f"sink-{table}"), "topics": table, "connection.url": db.url, **over}
+        self.tp = (table, 0)
+        self.task = None
+
+    def start(self):
+        connector = JdbcSinkConnector()
+        connector.start(JdbcSinkConnector.parse_config(dict(self.raw)))
+        cfg = connector.task_configs(1)[0]
+        self.task = JdbcSinkTask()
+        self.context = SinkTaskContext(cfg, [self.tp])
+        self.task.initialize(self.context)
+        self.task.start(cfg)
+        self.task.open([self.tp])
+        return self.context.take_rewinds()
+
+    def put(self, records):
+        self.task.put(records)
+        return self.task.pre_commit({self.tp: records[-1].kafka_offset + 1} if records else {}, final=True)
+
+    def stop(self):
+        if self.task is not None:
+            self.task.stop()
+
+    def rows(self, order="id"):
+        with self.db.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.text(f'SELECT * FROM "{self.table}" ORDER BY {order}'
+                                                           if self.db.kind != "mariadb" else
+                                                           f"SELECT * FROM `{self.table}` ORDER BY {order}"))]
+
+    def drop(self):
+        with self.db.engine.begin() as conn:
+            q = "`" if self.db.kind == "mariadb" else '"'
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}{self.table}{q}"))
+            if sa.inspect(conn).has_table("copycat_sink_offsets"):
+                conn.execute(sa.text("DELETE FROM copycat_sink_offsets WHERE connector = :c"), {"c": self.raw["name"]})
+
+
+@pytest.fixture
+def sink(db):
+    made = []
+
+    def make(**over):
+        s = Sink(db, over.pop("table", f"t_{uuid.uuid4().hex[:8]}"), **over)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
+        s.drop()
+
+
+def rec(offset, value=None, *, key=None, schema=V1, key_schema=KEY, topic=None, sink=None, tombstone=False):
+    topic = topic or sink.table
+    if tombstone:
+        return SinkRecord(topic=topic, kafka_partition=0, key_schema=key_schema, key=key, value_schema=None,
+                          value=None, kafka_offset=offset)
+    return SinkRecord(topic=topic, kafka_partition=0, key_schema=key_schema, key=key, value_schema=schema,
+                      value=Struct(schema, value), kafka_offset=offset)
+
+
+def k(i):
+    return Struct(KEY, {"id": i})
+
+
+def test_class_names_resolve_to_the_sink():
+    for name in ("JdbcSink", "io.confluent.connect.jdbc.JdbcSinkConnector", "io.debezium.connector.jdbc.JdbcSinkConnector"):
+        assert plugins.resolve_connector(name) is JdbcSinkConnector
+
+
+def test_bad_config_names_every_problem():
+    with pytest.raises(ConfigException) as e:
+        JdbcSinkConnector.parse_config({"insert.mode": "merge", "pk.mode": "none", "delete.enabled": "true",
+                                        "batch.size": "0", "db.timezone": "Mars/Olympus"})
+    text = str(e.value)
+    for key in ("insert.mode", "delete.enabled", "batch.size", "db.timezone", "connection.url", "topics"):
+        assert key in text, key
+    with pytest.raises(ConfigException) as e:
+        JdbcSinkConnector.parse_config({"connection.url": "sqlite:///x.db", "topics": "t", "insert.mode": "upsert"})
+    assert "pk.mode" in str(e.value) and "primary key" in str(e.value)
+
+
+def test_debezium_keys_mean_the_confluent_ones(db, sink):
+    s = sink(**{"insert.mode": "upsert", "primary.key.mode": "record_key", "primary.key.fields": "id",
+                "schema.evolution": "basic", "delete.enabled": "true"})
+    s.start()
+    s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s),
+           rec(1, {"id": 1, "name": "b", "qty": 2}, key=k(1), sink=s)])
+    assert s.rows() == [(1, "b", 2)]
+    with pytest.raises(ConfigException) as e:
+        JdbcSinkConnector.parse_config({"connection.url": db.url, "topics": "t", "pk.mode": "kafka",
+                                        "primary.key.mode": "record_key"})
+    assert "primary.key.mode" in str(e.value)
+
+
+def test_insert_auto_create_and_resume_from_the_database_offsets(db, sink):
+    s = sink(**{"auto.create": "true"})
+    assert s.start() == {}
+    s.put([rec(i, {"id": i, "name": f"n{i}", "qty": None if i % 2 else i}, key=k(i), sink=s) for i in range(5)])
+    assert s.rows() == [(i, f"n{i}", None if i % 2 else i) for i in range(5)]
+    s.stop()
+    again = sink(table=s.table, name=s.raw["name"], **{"auto.create": "true"})
+    assert again.start() == {s.tp: 5}  # the next run starts after the last written record
+    again.put([rec(i, {"id": i, "name": f"n{i}", "qty": i}, key=k(i), sink=again) for i in range(3, 7)])
+    assert [r[0] for r in s.rows()] == [0, 1, 2, 3, 4, 5, 6]  # 3 and 4 given again were not written twice
+
+
+def test_upsert_update_and_delete_by_record_key(db, sink):
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "delete.enabled": "true"})
+    s.start()
+    s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s),
+           rec(1, {"id": 2, "name": "b", "qty": 2}, key=k(2), sink=s),
+           rec(2, {"id": 1, "name": "a2", "qty": 10}, key=k(1), sink=s),
+           rec(3, key=k(2), sink=s, tombstone=True),
+           rec(4, {"id": 3, "name": "c", "qty": 3}, key=k(3), sink=s),
+           rec(5, key=k(3), sink=s, tombstone=True),
+           rec(6, {"id": 3, "name": "c2", "qty": 4}, key=k(3), sink=s)])
+    assert s.rows() == [(1, "a2", 10), (3, "c2", 4)]
+    counts = s.task.metrics["tables"][s.table]
+    assert counts.get("deleted", 0) >= 1
+    u = sink(table=s.table, name=s.raw["name"] + "-u", **{"insert.mode": "update", "pk.mode": "record_key"})
+    u.start()
+    u.put([rec(0, {"id": 1, "name": "upd", "qty": 0}, key=k(1), topic=s.table),
+           rec(1, {"id": 9, "name": "nobody", "qty": 0}, key=k(9), topic=s.table)])
+    assert s.rows() == [(1, "upd", 0), (3, "c2", 4)]  # update mode never inserts
+
+
+def test_tombstones_are_skipped_without_delete_enabled(db, sink):
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true"})
+    s.start()
+    s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s), rec(1, key=k(1), sink=s, tombstone=True)])
+    assert s.rows() == [(1, "a", 1)]
+    assert s.task.metrics["tombstones_skipped"] == 1
+
+
+def test_pk_modes_kafka_and_record_value_and_a_primitive_key(db, sink):
+    s = sink(**{"pk.mode": "kafka", "auto.create": "true"})
+    s.start()
+    s.put([rec(7, {"id": 1, "name": "a", "qty": 1}, sink=s)])
+    assert s.rows(order="__connect_offset") == [(s.table, 0, 7, 1, "a", 1)]
+    v = sink(**{"pk.mode": "record_value", "pk.fields": "name", "insert.mode": "upsert", "auto.create": "true"})
+    v.start()
+    v.put([rec(0, {"id": 1, "name": "x", "qty": 1}, sink=v), rec(1, {"id": 2, "name": "x", "qty": 2}, sink=v)])
+    assert v.rows(order="name") == [("x", 2, 2)]  # the key column first, then the rest
+    p = sink(**{"pk.mode": "record_key", "pk.fields": "k", "insert.mode": "upsert", "auto.create": "true"})
+    p.start()
+    p.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key="one", key_schema=Schema.STRING, sink=p),
+           rec(1, {"id": 2, "name": "b", "qty": 2}, key="one", key_schema=Schema.STRING, sink=p)])
+    assert p.rows(order="k") == [("one", 2, "b", 2)]
+
+
+def test_auto_evolve_adds_optional_columns_and_refuses_required_ones(db, sink):
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "auto.evolve": "true"})
+    s.start()
+    s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s)])
+    s.put([rec(1, {"id": 2, "name": "b", "qty": 2, "note": "new"}, key=k(2), schema=V2, sink=s)])
+    assert s.rows() == [(1, "a", 1, None), (2, "b", 2, "new")]
+    required = (SchemaBuilder.struct().name("Value").field("id", Schema.INT64).field("name", Schema.STRING)
+                .field("qty", Schema.OPTIONAL_INT32).field("note", Schema.OPTIONAL_STRING)
+                .field("must", Schema.INT32).build())
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(2, {"id": 3, "name": "c", "qty": 3, "note": None, "must": 1}, key=k(3), schema=required, sink=s)])
+    text = str(e.value)
+    assert f"topic {s.table} partition 0 offset 2" in text and s.table in text and "must" in text
+    assert [r[0] for r in s.rows()] == [1, 2]  # nothing of the refused put was written
+
+
+def test_missing_table_or_column_without_auto_flags_fails_naming_it(db, sink):
+    s = sink()
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
+    assert "does not exist" in str(e.value) and "auto.create" in str(e.value)
+
+
+def test_types_decimals_and_time_zones(db, sink):
+    schema = (SchemaBuilder.struct().name("T").field("id", Schema.INT64)
+              .field("price", Decimal.builder(3).build())
+              .field("day", Date.builder().build())
+              .field("at", Time.builder().build())
+              .field("ts", Timestamp.builder().build())
+              .field("ok", Schema.BOOLEAN).field("f", Schema.FLOAT64).field("raw", Schema.OPTIONAL_BYTES)
+              .field("tags", SchemaBuilder.array(Schema.STRING).optional().build())
+              .field("txt", Schema.STRING).build())
+    s = sink(**{"auto.create": "true", "db.timezone": "Europe/Berlin", "pk.mode": "record_value", "pk.fields": "id"})
+    s.start()
+    ts = dt.datetime(2026, 7, 1, 10, 0, 0, 123000, tzinfo=dt.timezone.utc)
+    s.put([rec(0, {"id": 1, "price": decimal.Decimal("12345678901234.567"), "day": dt.date(2026, 2, 28),
+                   "at": dt.time(13, 14, 15, 500000), "ts": ts, "ok": True, "f": 0.1, "raw": b"\x00\xff",
+                   "tags": ["a", "b"], "txt": "naïve — ünïcode"}, schema=schema, sink=s)])
+    with db.engine.connect() as conn:
+        row = conn.execute(sa.text(f'SELECT * FROM {"`" if db.kind == "mariadb" else chr(34)}{s.table}'
+                                   f'{"`" if db.kind == "mariadb" else chr(34)}')).one()
+    m = row._mapping
+    assert decimal.Decimal(str(m["price"])) == decimal.Decimal("12345678901234.567")
+    assert str(m["day"])[:10] == "2026-02-28"
+    local = m["ts"] if isinstance(m["ts"], dt.datetime) else dt.datetime.fromisoformat(str(m["ts"]))
+    assert local.replace(tzinfo=None) == dt.datetime(2026, 7, 1, 12, 0, 0, 123000)  # Berlin is UTC+2 in July
+    assert bool(m["ok"]) is True and float(m["f"]) == 0.1 and bytes(m["raw"]) == b"\x00\xff"
+    tags = m["tags"]
+    assert (tags if isinstance(tags, list) else __import__("json").loads(tags)) == ["a", "b"]
+    assert m["txt"] == "naïve — ünïcode"
+
+
+class Reporter(SinkTaskContext):
+    """A context with errors.tolerance=all, as the runtime's: keeps what put reported."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.reported = []
+
+    def report_error(self, record, error):
+        self.reported.append((record.kafka_offset, str(error)))
+
+
+def test_refused_rows_are_found_by_splitting_and_the_rest_is_written(db, sink):
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id", "batch.size": "64"})
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "first", "qty": 0}, sink=s)])
+    s.task.context = Reporter(s.task.context.config, [s.tp])
+    batch = [rec(i, {"id": (0 if i in (17, 90) else i), "name": f"n{i}", "qty": i}, sink=s) for i in range(1, 101)]
+    s.put(batch)
+    assert [o for o, _ in s.task.context.reported] == [17, 90]  # duplicates of id 0: the database refused them
+    assert [r[0] for r in s.rows()] == [i for i in range(101) if i not in (17, 90)]
+    again = sink(table=s.table, name=s.raw["name"], **{"auto.create": "true", "pk.mode": "record_value",
+                                                        "pk.fields": "id"})
+    assert again.start() == {s.tp: 101}  # the refused records count as handled
+
+
+def test_without_tolerance_a_refused_row_fails_naming_it_and_commits_nothing(db, sink):
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id"})
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "first", "qty": 0}, sink=s)])
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(i, {"id": 0 if i == 5 else i, "name": "x", "qty": i}, sink=s) for i in range(1, 9)])
+    assert f"topic {s.table} partition 0 offset 5" in str(e.value)
+    assert [r[0] for r in s.rows()] == [0]
+    again = sink(table=s.table, name=s.raw["name"], **{"auto.create": "true", "pk.mode": "record_value",
+                                                        "pk.fields": "id"})
+    assert again.start() == {s.tp: 1}
+
+
+def test_schemaless_values_are_refused_with_the_reason(db, sink):
+    s = sink(**{"auto.create": "true"})
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([SinkRecord(topic=s.table, kafka_partition=0, value={"id": 1}, kafka_offset=0)])
+    assert "schemas.enable=true" in str(e.value)
+
+
+def test_a_second_attempt_that_wrote_first_fences_the_other(db, sink):
+    a = sink(**{"auto.create": "true"})
+    a.start()
+    b = sink(table=a.table, name=a.raw["name"], **{"auto.create": "true"})
+    b.start()
+    b.put([rec(0, {"id": 1, "name": "b", "qty": 1}, sink=b)])
+    with pytest.raises(ConnectException) as e:
+        a.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=a)])
+    assert "another attempt" in str(e.value)
+    assert a.rows() == [(1, "b", 1)]
+
+
+def test_upsert_needs_a_primary_key_on_an_existing_table(db, sink):
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key"})
+    with db.engine.begin() as conn:
+        q = "`" if db.kind == "mariadb" else '"'
+        conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id BIGINT, name TEXT, qty INTEGER)"))
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s)])
+    assert "no primary key" in str(e.value) and s.table in str(e.value)
+
+
+def test_a_narrower_column_fails_before_writing(db, sink):
+    if db.kind == "sqlite":
+        pytest.skip("SQLite columns take any value: there is no narrower column type")
+    s = sink()
+    with db.engine.begin() as conn:
+        q = "`" if db.kind == "mariadb" else '"'
+        conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id SMALLINT, name TEXT, qty INTEGER)"))
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
+    assert "column id" in str(e.value) and "int64" in str(e.value)
