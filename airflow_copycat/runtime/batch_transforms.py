@@ -18,7 +18,14 @@ Done in columns, on a struct value (or, for HoistField, a primitive one):
 * ``HoistField$Value`` of a primitive value (a line becomes ``{field: line}``);
 * ``RegexRouter`` and ``TimestampRouter`` (a batch has one topic and one timestamp);
 * ``Filter`` and any stage whose predicate is ``TopicNameMatches`` or
-  ``HasHeaderKey`` (one answer for the whole batch).
+  ``HasHeaderKey`` (one answer for the whole batch);
+* Debezium's ``ExtractNewRecordState`` on a batch of change events (a struct value
+  named ``*.Envelope``) when no row is dropped: every row a create, update or
+  snapshot read, or, in the rewrite modes, also deletes (their ``before`` row with
+  ``__deleted="true"``); with ``add.fields`` but without ``add.headers`` or
+  ``route.by.field`` (which differ by row). A batch that is not change events
+  passes through. Truncates, deletes in the other modes and ``replace.null.with.default``
+  in a rewrite mode over fields with defaults go row by row.
 
 The output schema is always the one the record transform builds for the batch's
 first record, so the two paths cannot disagree on it; row values are moved as
@@ -31,10 +38,12 @@ import dataclasses
 import logging
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch
 from ..connect.data import Type
 from ..connect.transforms.fields import HoistField, InsertField, ReplaceField
+from ..connect.transforms.debezium import DELETED_FIELD, ExtractNewRecordState, is_envelope
 from ..connect.transforms.filter import Filter
 from ..connect.transforms.predicates import HasHeaderKey, TopicNameMatches
 from ..connect.transforms.routing import RegexRouter, TimestampRouter
@@ -80,6 +89,8 @@ def _one(transform, batch: SourceBatch, sample) -> SourceBatch | None:
         return _replace(transform, batch, sample)
     if kind is HoistField.Value:
         return _hoist(transform, batch, sample)
+    if kind is ExtractNewRecordState:
+        return _unwrap(transform, batch, sample)
     return None
 
 
@@ -144,3 +155,53 @@ def _hoist(transform, batch: SourceBatch, sample) -> SourceBatch | None:
         return None  # a nested struct column: go row by row
     schema = transform.apply(sample).value_schema
     return _with_value(batch, schema, {transform._field: batch.data.column(VALUE_COLUMN)})
+
+
+def _unwrap(transform, batch: SourceBatch, sample) -> SourceBatch | None:
+    envelope = batch.value_schema
+    if not is_envelope(envelope):
+        return batch  # not change events: every row passes through
+    if transform.add_headers or transform.route_by_field:
+        return None  # headers and topics that differ by row
+    after_field, before_field = envelope.field("after"), envelope.field("before")
+    if after_field is None or before_field is None or after_field.schema.type is not Type.STRUCT:
+        return None
+    row_schema = after_field.schema
+    after = batch.data.column("after")
+    upserts = pc.is_valid(after)
+    deletes = after.null_count > 0
+    if deletes:  # the rewrite modes keep a delete as its before row; the others drop it or null its value
+        before = batch.data.column("before")
+        if not transform.rewrite or before_field.schema != row_schema \
+                or pc.any(pc.and_(pc.invert(upserts), pc.is_null(before))).as_py():
+            return None  # a truncate, or a delete that is not a row of the same schema
+    if transform.rewrite and transform.with_default and any(f.schema.default is not None for f in row_schema.fields):
+        return None  # replace.null.with.default rewrites nulls of those fields: the record transform's way
+    out = transform.apply(sample)
+    if out is None or out.value_schema is None or out.topic != batch.topic:
+        return None
+    columns = {}
+    for f in row_schema.fields:  # struct children by name, as a batch's records read them
+        column = pc.struct_field(after, f.name)
+        columns[f.name] = pc.if_else(upserts, column, pc.struct_field(before, f.name)) if deletes else column
+    if transform.rewrite:
+        columns[DELETED_FIELD] = pc.if_else(upserts, "false", "true") if deletes \
+            else pa.array(["false"] * len(batch), pa.string())
+    for ref in transform.added_fields(envelope):
+        columns[ref.new_name] = _envelope_column(batch, envelope, ref)
+    if list(columns) != [f.name for f in out.value_schema.fields]:
+        return None
+    return _with_value(batch, out.value_schema, columns)
+
+
+def _envelope_column(batch: SourceBatch, envelope, ref):
+    """The column of ``add.fields`` entry ``ref``: a field of the envelope's ``ref.struct`` (null where that
+    struct is null), else the envelope's own field of that name (as the record transform reads it)."""
+    holder = envelope.field(ref.struct) if ref.struct is not None else None
+    if holder is not None and holder.schema.type is Type.STRUCT:
+        parent = batch.data.column(ref.struct)
+        if holder.schema.field(ref.field) is not None:
+            return pc.struct_field(parent, ref.field)
+        own = batch.data.column(ref.field)
+        return pc.if_else(pc.is_valid(parent), own, pa.nulls(len(batch), own.type))
+    return batch.data.column(ref.field)

@@ -49,7 +49,7 @@ TRANSFORM_ENTRY_POINT_GROUP = "airflow_copycat.transforms"
 log = logging.getLogger("airflow_copycat.transforms")
 
 _BUILTIN_MODULES = ("fields", "flatten", "cast", "timestamps", "routing", "headers", "metadata", "filter",
-                    "predicates")
+                    "predicates", "debezium")
 _STAGE_KEYS = frozenset({"type", "predicate", "negate"})
 
 

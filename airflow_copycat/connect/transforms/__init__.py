@@ -35,6 +35,8 @@ headers                    ``headers``         HeaderFrom, InsertHeader, DropHea
 schema name and version    ``metadata``        SetSchemaMetadata
 dropping records           ``filter``          Filter
 conditions                 ``predicates``      TopicNameMatches, HasHeaderKey, RecordIsTombstone
+Debezium change events     ``debezium``        ExtractNewRecordState (Debezium's, not Kafka
+                                               Connect's: ``io.debezium.transforms.*``)
 =========================  ==================  ===========================================
 
 Transforms that work on the key or the value come as two classes,
