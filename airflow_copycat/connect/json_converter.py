@@ -500,7 +500,7 @@ class JsonConverter(Converter):
             if isinstance(node, bool) or not isinstance(node, (int, _decimal.Decimal)):
                 raise _wrong_json(path, t, node)
             if t is Type.FLOAT32:
-                return _round_f32(Fraction(node))
+                return _to_f32(node)
             try:
                 return float(node)
             except OverflowError:
@@ -923,6 +923,27 @@ def _as_float32(x: float, path: str) -> float:
         return _struct.unpack("<f", _struct.pack("<f", x))[0]
     except OverflowError:
         raise DataException(f"{path}: {x} is out of range for float32") from None
+
+
+def _to_f32(node: int | _decimal.Decimal) -> float:
+    """``Float.parseFloat`` of the JSON number ``node``: the float32 nearest to its exact value.
+
+    Fast path: the nearest float64, then the nearest float32 to that. Rounding twice gives the
+    float32 nearest to the exact value unless the float64 lies exactly halfway between two
+    float32s (every such midpoint is a float64, and rounding to the nearest float64 cannot cross
+    one): that case, and values beyond float32's range, take the exact path (:func:`_round_f32`)."""
+    try:
+        f64 = float(node)
+        f32 = _f32(_f32_bits(f64))
+    except OverflowError:
+        return _round_f32(Fraction(node))
+    if f32 == f64 or f64 != f64:
+        return f32
+    bits = _f32_bits(abs(f32))
+    other = _f32(bits + 1 if abs(f64) > abs(f32) else bits - 1)  # the float32 on f64's other side
+    if abs(f64) == (abs(f32) + other) / 2:
+        return _round_f32(Fraction(node))
+    return f32
 
 
 def _round_f32(q: Fraction) -> float:

@@ -421,3 +421,33 @@ def test_payloads_nested_up_to_the_recursion_limit_fail_where_they_did(stack, ki
     assert "recursion" in str(run(True, lo)) and "recursion" not in str(run(True, lo - 1))
     for depth in range(lo - 6, lo + 6):
         assert run(False, depth) == run(True, depth), depth
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_F32_NEAR = st.integers(min_value=0, max_value=0x7F7FFFFF)
+
+
+@given(bits=_F32_NEAR, offset=st.integers(min_value=-3, max_value=3), digits=st.integers(min_value=6, max_value=40),
+       sign=st.sampled_from([1, -1]))
+def test_float32_fast_path_reads_the_value_of_the_exact_path(bits, offset, digits, sign):
+    """Decimal texts at and around float32 values and the midpoints between them (where rounding twice
+    could go wrong) read to the float32 the exact path reads."""
+    import decimal
+    import struct
+    from fractions import Fraction
+
+    from airflow_copycat.connect.json_converter import _round_f32, _to_f32
+
+    lo = struct.unpack("<f", struct.pack("<I", bits))[0]
+    hi = struct.unpack("<f", struct.pack("<I", min(bits + 1, 0x7F7FFFFF)))[0]
+    mid = (Fraction(lo) + Fraction(hi)) / 2
+    ulp = (Fraction(hi) - Fraction(lo)) or Fraction(1, 2 ** 149)
+    exact = mid + offset * ulp / 2 ** 30  # at the midpoint, or within a hair of it on either side
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits
+        text = decimal.Decimal(exact.numerator) / decimal.Decimal(exact.denominator)
+    node = sign * text
+    assert _to_f32(node) == _round_f32(Fraction(node))
+    assert _to_f32(sign * decimal.Decimal(repr(lo))) == _round_f32(Fraction(sign * decimal.Decimal(repr(lo))))
