@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
+import functools
 import decimal
 import json
 from typing import Any, Sequence
@@ -52,12 +53,9 @@ class Row:
         return self.values is None
 
     def signature(self) -> tuple:
-        """Rows with equal signatures can share one statement."""
-        return self.table, self.delete, tuple((n, _schema_key(s), k) for n, s, k in self.columns)
-
-
-def _schema_key(schema: Schema) -> tuple:
-    return schema.type, schema.name, schema.optional, tuple(sorted(schema.parameters.items()))
+        """Rows with equal signatures can share one statement: same table, kind and columns (names,
+        schemas -- compared by their cached hash and, mostly, by identity -- and key flags)."""
+        return self.table, self.values is None, self.columns
 
 
 def table_name(settings: SinkSettings, topic: str) -> str:
@@ -108,14 +106,22 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
         values = dict(zip(names, key))
     else:
         key_columns, key, columns, values = (), (), [], {}
-    keys = set(key_columns)
-    wanted = settings.fields_whitelist
-    for f in schema.fields:
-        if f.name in keys or (wanted and f.name not in wanted):
-            continue
-        columns.append((f.name, f.schema, False))
-        values[f.name] = _column_value(f.schema, value.get(f.name), zone)
-    return Row(table, record, key_columns, key, tuple(columns), values)
+    fields, more = _value_columns(schema, tuple(key_columns), settings.fields_whitelist)
+    get = value.get
+    for name, field_schema, plain in fields:
+        v = get(name)
+        values[name] = v if plain or v is None else _column_value(field_schema, v, zone)
+    return Row(table, record, key_columns, key, tuple(columns) + more, values)
+
+
+@functools.lru_cache(maxsize=512)
+def _value_columns(schema: Schema, keys: tuple, wanted: tuple) -> tuple[tuple, tuple]:
+    """The value fields written as columns besides the key's: ``((name, schema, plain), ...)`` --
+    ``plain`` when the driver takes the value as it is -- and their column entries."""
+    fields = tuple((f.name, f.schema, f.schema.name is None and f.schema.type.is_primitive
+                    and f.schema.type is not Type.BYTES)
+                   for f in schema.fields if f.name not in keys and (not wanted or f.name in wanted))
+    return fields, tuple((n, fs, False) for n, fs, _ in fields)
 
 
 def _record_key(record: SinkRecord, settings: SinkSettings, where: str):

@@ -126,6 +126,11 @@ class JdbcSinkTask(SinkTask):
         self.metrics.update(tables=self.writer.counts, tables_created=len(self.tables.created),
                             columns_added=len(self.tables.added), write_retries=self.writer.retries)
 
+    def put_batch(self, batch) -> None:
+        """A consume round's messages (up to 10,000 rather than 500 for ``put``: fewer, larger
+        transactions), written through their records as :meth:`put` writes them."""
+        self.put(batch.to_records())
+
     def pre_commit(self, offsets: Mapping[TopicPartition, int], *, final: bool = False) -> dict[TopicPartition, int]:
         """Everything ``put`` got is committed already; records the framework handled without ``put``
         (dead-lettered, dropped by a transform) move the database's offsets past them here."""

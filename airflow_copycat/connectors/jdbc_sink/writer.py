@@ -23,6 +23,7 @@ retries the whole transaction ``max.retries`` times, ``retry.backoff.ms`` apart.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Callable, Mapping, Sequence
@@ -152,11 +153,12 @@ class Writer:
         cols = ", ".join(d.ident(col) for col in columns)
         raw = conn.connection.driver_connection
         target = d.table(first.table)
-        stage = d.ident("copycat_stage_" + str(abs(hash(first.table)) % 10**8)) if upsert else None
+        # the session's staging table of these columns (made once per connection, emptied per statement)
+        stage = d.ident("copycat_stage_" + hashlib.sha1(f"{first.table}|{cols}".encode()).hexdigest()[:16]) \
+            if upsert else None
         with raw.cursor() as cur:
             if upsert:
-                cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {target} INCLUDING DEFAULTS) "
-                            "ON COMMIT DROP")
+                cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {cols} FROM {target} WITH NO DATA")
                 cur.execute(f"TRUNCATE {stage}")
             with cur.copy(f"COPY {stage if upsert else target} ({cols}) FROM STDIN") as copy:
                 for r in rows:
