@@ -113,7 +113,23 @@ class SinkRecord(ConnectRecord):
     ``kafka_offset`` is its offset in ``topic``/``kafka_partition``; the offset a
     sink commits for that partition after writing it is ``kafka_offset + 1``.
     ``timestamp_type`` is ``"CreateTime"``, ``"LogAppendTime"`` or ``None``.
+
+    ``original_topic``, ``original_kafka_partition`` and ``original_kafka_offset`` (Kafka
+    Connect's KIP-793) are where the message was read, set by the framework and kept by every
+    transform: a transform may change ``topic`` (RegexRouter), and a sink that keeps offsets
+    itself must key them by these (``None`` in records not read from Kafka: use
+    :attr:`read_from`).
     """
 
     kafka_offset: int = -1
     timestamp_type: str | None = None
+    original_topic: str | None = None
+    original_kafka_partition: int | None = None
+    original_kafka_offset: int | None = None
+
+    @property
+    def read_from(self) -> tuple[str, int, int]:
+        """``(topic, partition, offset)`` of the Kafka message this record was read from."""
+        if self.original_topic is None:
+            return self.topic, self.kafka_partition, self.kafka_offset
+        return self.original_topic, self.original_kafka_partition, self.original_kafka_offset

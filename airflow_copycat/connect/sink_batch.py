@@ -226,7 +226,8 @@ class SinkBatch:
             record = SinkRecord(
                 topic=topic, kafka_partition=self.partitions[row], key_schema=key.schema, key=key.value,
                 value_schema=value.schema, value=value.value, timestamp=self.timestamps[row], headers=headers,
-                kafka_offset=self.offsets[row], timestamp_type=self.timestamp_types[row])
+                kafka_offset=self.offsets[row], timestamp_type=self.timestamp_types[row], original_topic=topic,
+                original_kafka_partition=self.partitions[row], original_kafka_offset=self.offsets[row])
         self._records[row] = record
         return record
 

@@ -121,7 +121,7 @@ class SinkTaskContext:
         offset then counts as handled when the task commits.
         """
         raise ConnectException(
-            f"topic {record.topic} partition {record.kafka_partition} offset {record.kafka_offset}: {error} "
+            "topic {} partition {} offset {}: ".format(*record.read_from) + f"{error} "
             "(set errors.tolerance=all to dead-letter such records instead of failing)"
         ) from error
 

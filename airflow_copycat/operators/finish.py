@@ -76,6 +76,8 @@ class CopycatFinishOperator(BaseOperator):
                       summary["dead_lettered"], summary["filtered"], summary["retries"])
         for p in summary["partitions"]:
             self.log.info("  %s: %s -> %s (%s records)", p["partition"], p["offset_before"], p["offset_after"], p["records"])
+        for table, counts in summary.get("tables", {}).items():
+            self.log.info("  table %s: %s", table, ", ".join(f"{n} {what}" for what, n in sorted(counts.items())))
         if summary["failures"]:  # a failed window keeps its offsets: a retry of the run task resumes from them
             raise AirflowException("copycat run failed:\n" + "\n".join(summary["failures"]))
         if plan.get("window"):
@@ -118,6 +120,12 @@ def destinations(plan: dict, summary: dict) -> dict[str, dict]:
     from ..runtime import plugins
 
     cls = plugins.resolve_connector(plan["config"]["connector.class"])
+    table_uri = getattr(cls, "table_asset_uri", None)
+    if table_uri is not None and summary.get("tables"):  # a sink writing tables: one event per table
+        for table, counts in summary["tables"].items():
+            uri = table_uri(plan["config"], table) or f"copycat://{plan['connector']}/{table}"
+            out[uri] = {"connector": plan["connector"], "table": table, **counts}
+        return out
     for topic, n in summary["topics"].items():
         if not n:
             continue

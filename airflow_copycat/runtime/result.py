@@ -145,5 +145,18 @@ def summarize(plan: dict, group_results: Iterable[dict]) -> dict[str, Any]:
         "errors_by_task": {str(t["task"]): t["errors"] for t in tasks if t["errors"]},
         "topics": topics,
         "partitions": sorted((p for t in tasks for p in t["partitions"]), key=lambda p: canonical(p["partition"])),
+        "tables": _tables(tasks),
         "failures": failures(groups),
     }
+
+
+def _tables(tasks: list[dict]) -> dict[str, dict[str, int]]:
+    """Per table, the counts the tasks of a sink that writes tables reported (``metrics.tables``:
+    inserted, updated, upserted, deleted), summed over tasks; ``{}`` for other connectors."""
+    out: dict[str, dict[str, int]] = {}
+    for t in tasks:
+        for table, counts in ((t.get("metrics") or {}).get("tables") or {}).items():
+            mine = out.setdefault(table, {})
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + int(v)
+    return out

@@ -89,12 +89,13 @@ class _Context(SinkTaskContext):
 
     def report_error(self, record, error):
         batch = self.batch
-        row = batch.row(record.topic, record.kafka_partition, record.kafka_offset) if batch is not None else None
-        self.handler.handle("TASK_PUT", error, location=f"topic {record.topic} partition {record.kafka_partition} "
-                            f"offset {record.kafka_offset}", key=batch.keys[row] if row is not None else None,
+        topic, partition, offset = record.read_from
+        row = batch.row(topic, partition, offset) if batch is not None else None
+        self.handler.handle("TASK_PUT", error, location=f"topic {topic} partition {partition} offset {offset}",
+                            key=batch.keys[row] if row is not None else None,
                             value=batch.values[row] if row is not None else None,
                             headers=batch.headers[row] if row is not None else list(record.headers),
-                            kafka=(record.topic, record.kafka_partition, record.kafka_offset))
+                            kafka=(topic, partition, offset))
         if self.durable:
             self.handler.flush()
 
