@@ -36,8 +36,8 @@ publisher drops the file's staging directory.
 Whole file (``parts == 1``): the source is streamed (4 MiB reads) through the
 file's converters (:mod:`.converters`) -- a file without converters from the
 local disk to the local disk by :mod:`.localcopy` instead (``copy_file_range``,
-or one read per block to write and hash; the same bytes, checksums, names and
-errors) -- into temporaries (:mod:`.attempt`), then renamed to
+each block hashed as read back from the target; the same bytes, checksums, names
+and errors) -- into temporaries (:mod:`.attempt`), then renamed to
 ``staging.file_dir(f)/<destination>`` -- for ``untar``, to the directory's entries
 below it. The checksum (``checksum``: md5, sha256 or none) of the *source bytes*
 is computed while they are read and compared with ``f.checksum`` when the
@@ -651,8 +651,8 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     ``encryption.key``, ``untar.max.bytes``, ``untar.max.entries`` and
     ``decompress.max.ratio`` (defaults when absent). ``progress(n)``: called with the unit's source bytes read so
     far about every 64 MiB, and at the end. ``fast``: a file without converters, from the local disk to the
-    local disk, is copied by :mod:`.localcopy` (``copy_file_range``, or one read per block for write and
-    hash) -- the same bytes, checksums, staged names and errors as the streaming path, which ``fast=False``
+    local disk, is copied by :mod:`.localcopy` (``copy_file_range``, each block hashed as read back from the
+    target) -- the same bytes, checksums, staged names and errors as the streaming path, which ``fast=False``
     forces (the differential tests compare the two). ``session``: the :class:`.staged.Session` of the
     units copied together (:func:`.inflight.copy_units`: its scan of what is staged, its done journals);
     ``None``: one of this call's own.

@@ -46,6 +46,7 @@ of copycat staged them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import posixpath
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ def file_id(origin: str, size: int, mtime: float, checksum: str | None) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function, asked for every file staged and published
 def file_set_id(dataset: str, job: str = "") -> str:
     """A file set's id as used in staging, log and manifest paths (safe on any filesystem):
     ``<24 hex>`` of the dataset name without a job, ``<8 hex of the job>-<24 hex of (job,
@@ -78,6 +80,7 @@ def file_set_id(dataset: str, job: str = "") -> str:
     return f"{job_key(job)}-{digest}"
 
 
+@functools.lru_cache(maxsize=256)
 def job_key(job: str) -> str:
     """The prefix of a job's file set ids (8 hex chars); ``""`` for no job."""
     return hashlib.sha256(job.encode("utf-8")).hexdigest()[:8] if job else ""

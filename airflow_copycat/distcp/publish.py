@@ -298,7 +298,9 @@ class Publisher:
 
     def _write_json_atomically(self, path: str, doc: Any, token: str) -> None:
         tmp = f"{path}.{token}.tmp"
-        self._write(tmp, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        # one line, by json's C encoder: with ``indent`` json encodes in Python, 0.1-0.2 s per publish of
+        # 2,000 files (the log and the manifest name every file)
+        self._write(tmp, (json.dumps(doc, sort_keys=True) + "\n").encode())
         _rename(self.fs, tmp, path, self.local)
         self._sync_dir(posixpath.dirname(path))
 
