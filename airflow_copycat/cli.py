@@ -10,7 +10,7 @@ Airflow DAG run uses -- and then exits, saying what it moved::
     copycat run [--worker W] CONFIG...         one bounded run of each connector
     copycat run --replay-dlq [--worker W] CONFIG...   re-ingest each connector's dead-letter queue
     copycat offsets [--worker W] [CONNECTOR]   list, set or delete committed source offsets
-    copycat copy [--worker W] CONFIG [--master URL | --in-process]   copy a file tree (Distcp)
+    copycat copy [--worker W] CONFIG [--master URL | --remote sc://... | --in-process]   copy a file tree (Distcp)
 
 ``WORKER`` is a Kafka Connect worker ``.properties`` file; ``COPYCAT_*``
 environment variables (``COPYCAT_BOOTSTRAP_SERVERS``, ...) override it. A
@@ -20,7 +20,10 @@ a flat JSON or YAML mapping, a connector ``.properties`` file as
 
 Runs and plans go through :mod:`airflow_copycat.runtime` only (this module never
 imports Airflow). ``run`` submits each task group exactly as the Airflow run
-operator does (:mod:`airflow_copycat.runtime.submit`), or runs it in this process
+operator does (:mod:`airflow_copycat.runtime.submit`), sends it to a running Spark
+over Spark Connect with ``--remote sc://host:port`` or ``$SPARK_REMOTE`` (from this
+process, as the operator does with a ``spark_connect`` connection:
+:func:`spark_apps.connect.run_group_over_connect`), or runs it in this process
 with ``--in-process`` (:func:`airflow_copycat.runtime.executor.run_group`).
 
 User errors (an invalid config, a missing file, Kafka out of reach) print one
@@ -38,6 +41,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +61,7 @@ from .runtime.worker import WorkerConfig, is_secret_key, load_properties
 PROG = "copycat"
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "COPYCAT_SPARK_MASTER"
+REMOTE_ENV = "SPARK_REMOTE"  # as pyspark reads it (spark_apps.connect.REMOTE_ENV; not imported: it imports pyspark)
 DEFAULT_KAFKA_TIMEOUT_S = 15.0
 _MIN_SECRET_LEN = 4  # shorter values would blank out unrelated text
 
@@ -409,6 +414,35 @@ class _SparkSubmitter:
                                     f"(--verbose shows its whole output)")
 
 
+class _SparkConnectRunner:
+    """Runs a task group over Spark Connect from this process, the way the Airflow run operator
+    does with a ``spark_connect`` connection (:func:`spark_apps.connect.run_group_over_connect`)."""
+
+    def __init__(self, url: str, spark_conf: dict[str, str], verbose: bool):
+        from spark_apps import connect
+
+        for secret in re.findall(r"(?i);(?:token|password|secret)[^=;]*=([^;]*)", url):
+            _scrub.add(secret)
+        self.connect = connect
+        self.url = url
+        self.conf = spark_conf
+        self.verbose = verbose
+
+    @property
+    def mode(self) -> str:
+        return f"Spark Connect {self.connect.display_url(self.url)}"
+
+    def __call__(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+        try:
+            return self.connect.run_group_over_connect(self.url, group, worker_props, secrets, self.conf)
+        except Exception as e:  # noqa: BLE001 -- the server, the network or the job as a whole: the group fails
+            if self.verbose:
+                _err(traceback.format_exc().rstrip())
+            why = (str(e).strip().splitlines() or [""])[0]
+            _err(f"group {group['group']} of {group['connector']} failed over {self.mode}: {type(e).__name__}: {why}")
+            return _failed_group(group, f"over {self.mode}: {type(e).__name__}: {why}")
+
+
 def _parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
     conf: dict[str, str] = {}
     for item in items or ():
@@ -438,15 +472,23 @@ def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
     spark_conf = _parse_spark_conf(args.spark_conf)
     if args.in_process and (args.master or spark_conf):
         raise UserError("--in-process runs without Spark: drop --master / --spark-conf")
+    if args.remote is not None and not args.remote.startswith("sc://"):
+        raise UserError(f"--remote {args.remote!r}: expected a Spark Connect URL, sc://host:port "
+                        f"(optionally /;token=...;use_ssl=true)")
     return spark_conf
 
 
 def _group_runner(args: argparse.Namespace, spark_conf: dict[str, str], work_dir: str):
-    """(runner of one task group, how it runs): in this process, or through spark-submit."""
+    """(runner of one task group, how it runs): in this process, over Spark Connect (--remote, else
+    $SPARK_REMOTE unless --master is given), or through spark-submit."""
     if args.in_process:
         from .runtime.executor import run_group
 
         return run_group, "in process"
+    remote = args.remote or (None if args.master else os.environ.get(REMOTE_ENV))
+    if remote:
+        runner = _SparkConnectRunner(remote, spark_conf, args.verbose)
+        return runner, runner.mode
     master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     return _SparkSubmitter(master, spark_conf, work_dir, args.verbose), f"spark-submit --master {master}"
 
@@ -687,7 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "configs, run each connector once (on Spark or in this process), inspect and change "
                     "committed source offsets.",
         epilog="Environment: COPYCAT_BOOTSTRAP_SERVERS, COPYCAT_OFFSET_STORAGE_TOPIC, ... override the worker "
-               "file's keys; COPYCAT_SPARK_MASTER is run's default --master. "
+               "file's keys; SPARK_REMOTE is run's and copy's default --remote, COPYCAT_SPARK_MASTER their "
+               "default --master. "
                f"Run '{PROG} COMMAND --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} (airflow-copycat) {__version__}")
@@ -728,7 +771,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[common, with_worker], help="one bounded run of each connector, in order",
                        description="Plan each connector, run every task group -- with spark-submit (default; "
-                                   f"master from --master, ${MASTER_ENV} or {DEFAULT_MASTER}) or in this "
+                                   f"master from --master, ${MASTER_ENV} or {DEFAULT_MASTER}), over Spark Connect "
+                                   f"(--remote or ${REMOTE_ENV}) or in this "
                                    "process (--in-process) -- commit offsets, and print what moved: records, "
                                    "bytes, errors, offsets before -> after per partition. All configs are "
                                    "validated before anything runs; a failed connector does not stop the "
@@ -744,8 +788,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("copy", parents=[common, with_worker],
                        help="copy a file tree (Distcp): plan, copy in task groups, publish each dataset atomically",
                        description="List the datasets under source.url, diff them with target.url, copy what "
-                                   "changed in task groups -- with spark-submit (default) or in this process "
-                                   "(--in-process) -- into staging, and publish every dataset whose files all "
+                                   "changed in task groups -- with spark-submit (default), over Spark Connect "
+                                   "(--remote) or in this process (--in-process) -- into staging, and publish every dataset whose files all "
                                    "copied through its write-ahead log. A leftover log of an interrupted run is "
                                    "replayed first, and files staged by a failed run are reused. Prints a summary; "
                                    "exit 1 if any dataset was not published.")
@@ -796,10 +840,16 @@ def _setup_logging(verbose: bool):
 def _spark_options(p: argparse.ArgumentParser) -> None:
     """How ``run`` and ``copy`` run their task groups."""
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--master", metavar="URL", help=f"Spark master (default ${MASTER_ENV} or {DEFAULT_MASTER})")
+    mode.add_argument("--master", metavar="URL", help=f"Spark master for spark-submit (default ${MASTER_ENV} or "
+                                                     f"{DEFAULT_MASTER})")
+    mode.add_argument("--remote", metavar="sc://HOST:PORT",
+                      help=f"run the task groups on a running Spark over Spark Connect, from this process, no "
+                           f"spark-submit (default ${REMOTE_ENV} when set and --master is not given); the URL may "
+                           f"add /;token=...;use_ssl=true")
     mode.add_argument("--in-process", action="store_true", help="run the tasks one by one in this process, no Spark")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting added to the defaults (repeatable)")
+                   help="a Spark setting added to the defaults (repeatable; with --remote, Spark SQL "
+                        "settings of the session)")
     p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max")
     p.add_argument("--max-groups", type=_positive_int, metavar="N", help="overrides copycat.groups.max")
     p.add_argument("--work-dir", metavar="DIR",

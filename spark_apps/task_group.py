@@ -9,11 +9,30 @@ or by ``copycat run --master``::
 ``group.json`` is one group of a plan (its task configs carry no secrets).
 The worker config and the secret connector values come in the environment
 variables ``COPYCAT_WORKER_JSON`` and ``COPYCAT_SECRETS_JSON``, so they are never
-written to disk; the driver passes them to executors inside the task closure.
-Each task config becomes one Spark task (one partition of an RDD); each runs the
-runtime's source or sink loop and returns its result. The driver writes the
-group result JSON to ``--result`` (a local path or any fsspec URL) and exits
-non-zero if a task failed.
+written to disk. The driver writes the group result JSON to ``--result`` (a local
+path or any fsspec URL) and exits non-zero if a task failed.
+
+:func:`run_group_on_spark` is the one code path that runs a group on Spark: here
+under spark-submit, and over Spark Connect (:mod:`spark_apps.connect`), where
+RDDs and ``sparkContext`` do not exist. It is a DataFrame job:
+
+* ``spark.range(n, numPartitions=n)``: one row per task config, and exactly one
+  row in each of the ``n`` partitions (a range splits ``n`` rows into ``n``
+  slices of one), so each task config is one Spark task and no partition is
+  empty. No shuffle follows, so nothing regroups the rows.
+* The task configs (which carry ``[hidden]`` in place of secrets) join each row
+  as a binary literal of the plan, picked by the row's index.
+* ``mapInArrow`` runs :func:`airflow_copycat.runtime.executor.run_task` for each
+  row and yields the task's result JSON, which the driver collects. Each result
+  gains ``spark_task``: the Spark partition and attempt that ran it.
+
+Secrets (and the worker config, which may hold Kafka credentials) travel only
+inside the Python function ``mapInArrow`` runs: cloudpickle serialises it with
+them, the driver (or, over Spark Connect, the client, through its gRPC channel)
+sends it to the executors, which unpickle it in memory. They are never in a
+DataFrame column, a literal of the plan, a job description or tag, a log line
+or a file. The function holds only them, far below the 1 MB beyond which
+pyspark would broadcast a function through a temporary file.
 """
 
 from __future__ import annotations
@@ -21,33 +40,73 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from airflow_copycat.runtime.submit import SECRETS_ENV, WORKER_ENV
 
 
 def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | None = None) -> dict:
-    """Run ``group``'s tasks as Spark tasks, one per task config; return the group result."""
+    """Run ``group``'s tasks on ``spark`` (a classic or a Spark Connect session), one Spark
+    task per task config, and return the group result (tasks in task order).
+
+    A task that fails reports ``status: failed`` in its result; the others still run.
+    Raises if the Spark job itself fails (a Python worker crashed, the server went away)
+    or returns other tasks than the group's (which the one-row-per-partition layout rules out).
+    """
     from airflow_copycat.runtime.result import group_result
 
     kind = group["kind"]
     tasks = list(group["tasks"])
     secrets = dict(secrets or {})
+    worker_props = dict(worker_props or {})
     if not tasks:
         return group_result(group, [])
 
-    def run(task):
+    def run_tasks(batches):
+        # Runs on an executor, unpickled from this closure: it may use only its arguments, the
+        # closure's values (kind, worker_props, secrets) and imports -- not this module's globals.
         import logging
+
+        import pyarrow as pa
+        from pyspark import TaskContext
 
         from airflow_copycat.runtime.executor import run_task
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return json.dumps(run_task(task, kind, worker_props, secrets))
+        ctx = TaskContext.get()
+        for batch in batches:
+            for raw in batch.column("task").to_pylist():
+                result = run_task(json.loads(raw), kind, worker_props, secrets)
+                result["spark_task"] = {"partition": ctx.partitionId(), "attempt": ctx.attemptNumber()}
+                yield pa.RecordBatch.from_pydict({"result": [json.dumps(result, default=str)]})
 
-    sc = spark.sparkContext
-    sc.setJobDescription(f"copycat {group['connector']} group {group['group']}: {len(tasks)} task(s)")
-    results = sc.parallelize(tasks, len(tasks)).map(run).collect()
-    return group_result(group, sorted((json.loads(r) for r in results), key=lambda r: r["task"]))
+    n = len(tasks)
+    configs = ", ".join(f"X'{json.dumps(t, default=str).encode().hex()}'" for t in tasks)
+    frame = spark.range(0, n, 1, numPartitions=n).selectExpr(f"element_at(array({configs}), CAST(id AS INT) + 1) AS task")
+    tag = _job_tag(group)
+    spark.addTag(tag)
+    if not _is_connect(spark):
+        spark.sparkContext.setJobDescription(f"copycat {group['connector']} group {group['group']}: {n} task(s)")
+    try:
+        rows = frame.mapInArrow(run_tasks, "result string").collect()
+    finally:
+        spark.removeTag(tag)
+    results = sorted((json.loads(r["result"]) for r in rows), key=lambda r: r["task"])
+    ran, planned = [r["task"] for r in results], sorted(t["task"] for t in tasks)
+    if ran != planned:
+        raise RuntimeError(f"group {group['group']} of {group['connector']}: Spark returned results of tasks {ran}, "
+                           f"the group has tasks {planned}")
+    return group_result(group, results)
+
+
+def _job_tag(group: dict) -> str:
+    """The tag of the group's Spark jobs (``copycat-<connector>-group-<n>``): Spark tags allow no commas."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"copycat-{group['connector']}-group-{group['group']}")
+
+
+def _is_connect(spark) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _write(path: str, doc: dict) -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: one Kafka broker and one Spark session per test session.
+"""Shared fixtures: one Kafka broker, one Spark session and one Spark Connect server per test session.
 
 Kafka: the embedded Tansu broker on 127.0.0.1, or the cluster named by
 ``KAFKA_BOOTSTRAP`` (then every Kafka test runs against real Kafka). Tests that
@@ -70,6 +70,26 @@ def spark():
     session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """One local Spark Connect server for the whole test session, started on first use and
+    stopped at the end (``airflow_copycat.testing.spark_connect``): ``local[2]`` on 127.0.0.1,
+    a free port, no UI. It requires a token, which its ``url`` carries. Its Python workers run
+    this interpreter with this checkout on ``PYTHONPATH`` (for the test connectors); its log and
+    its uncompressed event log are kept for tests to read (``log_text()``, ``event_log_text()``).
+    """
+    from pathlib import Path
+
+    from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
+
+    root = Path(__file__).resolve().parent.parent
+    state = tmp_path_factory.mktemp("spark-connect")
+    server = EmbeddedSparkConnect(token=f"tok-{uuid.uuid4().hex}", log_path=str(state / "server.log"),
+                                  event_log_dir=str(state / "events"), env={"PYTHONPATH": str(root)})
+    with server:
+        yield server
 
 
 class AbortVisibility:

@@ -1,4 +1,4 @@
-"""Distcp in a DAG: plan the copy -> copy in task groups (mapped, one PySpark application each) -> publish."""
+"""Distcp in a DAG: plan the copy -> copy in task groups (mapped, one Spark job each) -> publish."""
 
 from __future__ import annotations
 
@@ -125,9 +125,12 @@ def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None =
                     max_tasks: int | None = None, max_groups: int | None = None, in_process: bool = False,
                     run_kwargs: dict[str, Any] | None = None) -> TaskGroup:
     """A task group that runs one copy job: ``plan`` -> ``run`` (mapped: one task instance
-    and one PySpark application per task group) -> ``publish``. Values of ``copy_config``
-    may be templates (``{{ data_interval_start }}``). ``run_kwargs`` go to every run task
-    instance (``retries``, ``pool``...). Use inside ``with DAG(...)``."""
+    and one Spark job per task group) -> ``publish``. Values of ``copy_config``
+    may be templates (``{{ data_interval_start }}``). ``spark_conn_id`` names a ``spark``
+    connection (each group through spark-submit) or a ``spark_connect`` connection (each
+    group on that running Spark over Spark Connect), as for
+    :class:`~airflow_copycat.operators.run.CopycatRunTaskGroupOperator`. ``run_kwargs`` go
+    to every run task instance (``retries``, ``pool``...). Use inside ``with DAG(...)``."""
     raw = load_connector_config(copy_config) if not isinstance(copy_config, dict) else copy_config
     name = str(load_connector_config(raw).get("name") or group_id or "copy")
     with TaskGroup(group_id=group_id or name) as group:

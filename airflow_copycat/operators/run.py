@@ -22,27 +22,39 @@ from .masking import connector_secrets
 
 
 class CopycatRunTaskGroupOperator(BaseOperator):
-    """Runs the tasks of one group: each task config is one Spark task.
+    """Runs the tasks of one group: each task config is one Spark task of one DataFrame job.
 
-    Submits ``spark_apps/task_group.py`` through the Spark provider's
-    ``SparkSubmitHook`` (connection ``spark_conn_id``), shipping the
-    ``airflow_copycat`` package as ``--py-files`` and the worker config and
-    connector secrets as environment variables (never on disk). Returns the
-    group result (XCom); fails if any task failed, after the others finished,
-    so a retry of this task instance re-runs the group from committed offsets.
+    How depends on the type of the connection ``spark_conn_id``:
+
+    * ``spark``: submits ``spark_apps/task_group.py`` through the Spark provider's
+      ``SparkSubmitHook``, shipping the ``airflow_copycat`` package as
+      ``--py-files`` and the worker config and connector secrets as environment
+      variables (never on disk).
+    * ``spark_connect``: runs the group on an already running Spark over Spark
+      Connect, from this task process, no spark-submit
+      (:func:`spark_apps.connect.run_group_over_connect`). The provider's
+      ``SparkConnectHook`` builds the ``sc://`` URL from the connection's host,
+      port, password (the token), login (user id) and extra ``use_ssl``. The
+      package is added to the session as a Python artifact; secrets travel only
+      inside the job's pickled Python function, over the gRPC channel.
+
+    Returns the group result (XCom); fails if any task failed, after the others
+    finished, so a retry of this task instance re-runs the group from committed offsets.
 
     :param group: one group of a plan (usually mapped: ``.expand(group=plan.output)``). (templated)
     :param connector_config: the connector config the plan was made from; only its
         secret values are used, to fill the ``[hidden]`` values of the plan. (templated)
     :param kafka_conn_id: Kafka connection.
     :param worker_config: extra worker properties. (templated)
-    :param spark_conn_id: Spark connection (master, deploy mode), default ``spark_default``.
-    :param spark_conf: Spark settings added to the defaults. (templated)
+    :param spark_conn_id: a ``spark`` connection (master, deploy mode) or a ``spark_connect``
+        connection (``sc://`` server), default ``spark_default``.
+    :param spark_conf: Spark settings added to the defaults; over Spark Connect, Spark SQL
+        settings of the session. (templated)
     :param in_process: run the tasks one after another in the Airflow worker,
         without Spark -- for tiny runs. Default False.
-    :param work_dir: where the group and result JSON are written (must be readable
-        by the Spark driver): a new directory under it is kept for inspection.
-        Default: a temporary directory, removed when the run ends.
+    :param work_dir: where the group and result JSON are written for spark-submit (must be
+        readable by the Spark driver): a new directory under it is kept for inspection.
+        Default: a temporary directory, removed when the run ends. Spark Connect needs none.
     """
 
     template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
@@ -85,6 +97,8 @@ class CopycatRunTaskGroupOperator(BaseOperator):
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         if self.in_process:
             result = run_group(group, worker_props, secrets)
+        elif self._spark_conn_type() == "spark_connect":
+            result = self._run_over_connect(group, worker_props, secrets)
         else:
             result = self._submit(group, worker_props, secrets)
         for t in result["tasks"]:
@@ -105,18 +119,36 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
 
-    def _spark_master(self) -> str:
-        """The master of the Spark connection. Without that connection, the embedded default
-        ``local[*]`` (the Spark provider alone would fall back to ``yarn``)."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    def _spark_conn_type(self) -> str:
+        """The type of the Spark connection. Without that connection, a ``spark`` connection to the
+        embedded default ``local[*]`` (the Spark provider alone would fall back to ``yarn``)."""
         from airflow.sdk import BaseHook
 
         try:
-            BaseHook.get_connection(self.spark_conn_id)
+            return BaseHook.get_connection(self.spark_conn_id).conn_type
         except Exception:  # not defined anywhere: define it for this task process only
             self.log.warning("Spark connection %r not found: running on local[*]", self.spark_conn_id)
             os.environ[f"AIRFLOW_CONN_{self.spark_conn_id.upper()}"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
+            return "spark"
+
+    def _spark_master(self) -> str:
+        """The master of the ``spark`` connection."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
         return SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master") or "local[*]"
+
+    def _run_over_connect(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from spark_apps.connect import display_url, run_group_over_connect
+
+        url = SparkConnectHook(conn_id=self.spark_conn_id).get_connection_url()
+        self.log.info("Over Spark Connect at %s (connection %s)", display_url(url), self.spark_conn_id)
+        try:
+            return run_group_over_connect(url, group, worker_props, secrets, conf=self.spark_conf)
+        except Exception as e:  # the server, the network or the job as a whole: this try fails, a retry reruns it
+            raise AirflowException(f"group {group['group']} of {group['connector']} failed over Spark Connect at "
+                                   f"{display_url(url)}: {type(e).__name__}: {e}") from e
 
     def _submit(self, group: dict, worker_props: dict, secrets: dict) -> dict:
         if self.work_dir:

@@ -28,7 +28,8 @@ def connector_task_group(
     window: str = "backfill",
 ) -> TaskGroup:
     """A task group that runs one connector once: ``plan`` -> ``run`` (one mapped task
-    instance per task group, each one PySpark application) -> ``finish``.
+    instance per task group, each one Spark job: through spark-submit with a ``spark``
+    connection ``spark_conn_id``, over Spark Connect with a ``spark_connect`` one) -> ``finish``.
 
     ``connector_config`` is a dict (values may be Jinja templates, e.g.
     ``"{{ params.input }}"``), Kafka Connect's ``{"name": ..., "config": {...}}``,

@@ -393,6 +393,63 @@ def test_spark_submit_failure_fails_the_run_and_shows_its_output(capsys, monkeyp
     assert "its last lines:" in err and "  | " in err  # the tail of spark-submit's output
 
 
+@pytest.mark.slow
+def test_run_with_remote_runs_over_spark_connect(capsys, monkeypatch, spark_connect, kafka_bootstrap, worker_file,
+                                                 source_config, lines_file, unique):
+    # Given a Spark Connect server whose URL carries a token
+    token = spark_connect.token
+    # When `copycat run --remote URL` runs the connector
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, source_config, "--remote", spark_connect.url)
+    # Then its group ran there, the summary names the server, and the token is never printed
+    assert rc == 0, out + err
+    assert out.startswith(f"lines-{unique} (source): ok, 3 records, ")
+    assert f"Spark Connect sc://localhost:{spark_connect.port}/;token=[hidden]" in out
+    assert token not in out + err
+    assert topic_values(kafka_bootstrap, f"lines-{unique}") == ["a1", "a2", "a3"]
+    # When a line is appended and the next run finds the server in $SPARK_REMOTE
+    with open(lines_file, "a") as f:
+        f.write("a4\n")
+    monkeypatch.setenv("SPARK_REMOTE", spark_connect.url)
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, source_config)
+    # Then it continued from the offsets the first run committed
+    assert rc == 0 and ", 1 records, " in out and "Spark Connect" in out, out + err
+    assert topic_values(kafka_bootstrap, f"lines-{unique}") == ["a1", "a2", "a3", "a4"]
+
+
+def test_run_with_remote_of_a_closed_port_fails_the_run_naming_the_server(capsys, worker_file, source_config):
+    port = closed_port()
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, source_config, "--remote",
+                           f"sc://127.0.0.1:{port}/;token=tok-secret-value")
+    assert rc == 1
+    assert "FAILED, 0 records" in out and f"cannot reach the Spark Connect server at sc://127.0.0.1:{port}" in out
+    assert "tok-secret-value" not in out + err
+
+
+def test_remote_must_be_a_spark_connect_url(capsys, worker_file, source_config):
+    rc, out, err = run_cli(capsys, "run", "-w", worker_file, source_config, "--remote", "spark://127.0.0.1:7077")
+    assert rc == 1 and "--remote 'spark://127.0.0.1:7077': expected a Spark Connect URL, sc://host:port" in err
+
+
+@pytest.mark.slow
+def test_copy_with_remote_copies_in_spark_tasks_and_publishes(capsys, spark_connect, tmp_path):
+    # Given a file tree of two datasets
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for dataset, name in [("orders", "a.csv"), ("orders", "b.csv"), ("users", "u.json")]:
+        (src / dataset).mkdir(parents=True, exist_ok=True)
+        (src / dataset / name).write_text(f"{dataset}/{name}\n" * 50)
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"name": "remote-copy", "source.url": str(src), "target.url": str(dst),
+                                  "dataset.pattern": "*", "tasks.max": 2}))
+    # When `copycat copy --remote URL` runs it
+    rc, out, err = run_cli(capsys, "copy", config, "--remote", spark_connect.url, "--json")
+    # Then every file was copied by Spark tasks over Spark Connect and both datasets are published
+    assert rc == 0, out + err
+    summary = json.loads(out)
+    assert summary["files_copied"] == 3 and sorted(summary["published"]) == ["orders", "users"]
+    assert summary["mode"] == f"Spark Connect sc://localhost:{spark_connect.port}/;token=[hidden]"
+    assert (dst / "users" / "u.json").read_text() == "users/u.json\n" * 50
+
+
 def test_run_replay_dlq_re_ingests_what_the_connector_dead_lettered(capsys, kafka_bootstrap, worker_file, tmp_path,
                                                                    unique):
     # Given a source that dead-lettered two of its six records

@@ -45,6 +45,7 @@ def test_each_task_config_is_one_spark_task(spark, worker_props, kafka_bootstrap
     # Then each task reports its own file and all 600 lines reached Kafka
     assert result["status"] == "ok", result
     assert [t["task"] for t in result["tasks"]] == [0, 1, 2]
+    assert sorted(t["spark_task"]["partition"] for t in result["tasks"]) == [0, 1, 2]
     assert all(t["records"] == 200 and len(t["partitions"]) == 1 for t in result["tasks"])
     values = _topic_values(kafka_bootstrap, config["topic"], 3)
     assert sorted(values) == sorted(f"file {f} line {i}" for f in range(3) for i in range(200))

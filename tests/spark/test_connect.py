@@ -1,0 +1,127 @@
+"""Task groups over Spark Connect: the same DataFrame job as spark-submit, sent from this process to the
+session's one local Spark Connect server (``spark_connect`` fixture), records checked in the real broker."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from airflow_copycat.runtime import copy_job
+from airflow_copycat.runtime.connector_config import load_connector_config
+from airflow_copycat.runtime.kafka import read_to_end
+from airflow_copycat.runtime.plan import make_plan
+from airflow_copycat.runtime.submit import package_zip
+from airflow_copycat.runtime.worker import WorkerConfig
+from spark_apps.connect import display_url, remote_session, run_group_over_connect
+
+pytestmark = pytest.mark.slow
+
+
+def _logs(directory: Path, files: int, lines: int) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        (directory / f"app-{f}.log").write_text("".join(f"file {f} line {i}\n" for i in range(lines)))
+    return str(directory / "*.log")
+
+
+def _topic_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True})
+    try:
+        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        return [json.loads(m.value())["payload"] for m in read_to_end(c, tps)]
+    finally:
+        c.close()
+
+
+def test_each_task_config_is_one_spark_task_over_spark_connect(spark_connect, worker_props, kafka_bootstrap, unique,
+                                                               tmp_path):
+    # Given 5 log files planned as 5 tasks in one group -- more tasks than the server's 2 cores
+    config = {"name": f"connect-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 5, 120),
+              "topic": f"connect-{unique}", "tasks.max": 5, "topic.creation.default.partitions": 3}
+    (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
+    assert len(group["tasks"]) == 5
+    # When the group runs on the Spark Connect server
+    result = run_group_over_connect(spark_connect.url, group, worker_props)
+    # Then every task ran as a Spark task of its own, each on its own file
+    assert result["status"] == "ok", result
+    assert [t["task"] for t in result["tasks"]] == [0, 1, 2, 3, 4]
+    assert sorted(t["spark_task"]["partition"] for t in result["tasks"]) == [0, 1, 2, 3, 4]
+    assert all(t["records"] == 120 and len(t["partitions"]) == 1 for t in result["tasks"])
+    # And Kafka has every line once
+    values = _topic_values(kafka_bootstrap, config["topic"], 3)
+    assert sorted(values) == sorted(f"file {f} line {i}" for f in range(5) for i in range(120))
+
+    # When a line is appended and the group runs again
+    with open(tmp_path / "app-3.log", "a") as f:
+        f.write("file 3 appended\n")
+    (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
+    result = run_group_over_connect(spark_connect.url, group, worker_props)
+    # Then it resumed from the offsets the first run committed: only the new line moved
+    assert (result["status"], result["records"]) == ("ok", 1), result
+    assert len(_topic_values(kafka_bootstrap, config["topic"], 3)) == 601
+
+
+def test_a_failed_task_fails_the_group_but_not_its_siblings(spark_connect, worker_props, unique, tmp_path):
+    config = {"name": f"connectfail-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 2, 10),
+              "topic": f"connectfail-{unique}", "tasks.max": 2}
+    (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
+    bad = Path(group["tasks"][1]["partitions"][0]["filename"])
+    bad.write_bytes(b"good line\n\xff\xfe broken\n")
+    result = run_group_over_connect(spark_connect.url, group, worker_props)
+    assert result["status"] == "failed"
+    ok, failed = result["tasks"]
+    assert ok["status"] == "ok" and ok["records"] == 10
+    assert failed["status"] == "failed" and str(bad) in failed["error"]
+
+
+def test_the_package_reaches_the_executors_as_a_session_artifact(spark_connect):
+    # Given a session opened as task groups open theirs
+    with remote_session(spark_connect.url) as spark:
+        def where(batches):
+            import pyarrow as pa
+
+            import airflow_copycat.runtime.executor as executor
+
+            for _ in batches:
+                yield pa.RecordBatch.from_pydict({"file": [executor.__file__]})
+
+        # When an executor imports the runtime
+        [row] = spark.range(1).mapInArrow(where, "file string").collect()
+    # Then it imported it from the zip this installation built, not from an installed copy
+    assert f"/{Path(package_zip()).name}/airflow_copycat/runtime/executor.py" in row["file"]
+
+
+def test_a_copy_job_over_spark_connect(spark_connect, tmp_path):
+    # Given two datasets to copy in two tasks
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for dataset, name in [("orders", "a.csv"), ("orders", "b.csv"), ("users", "u.json")]:
+        (src / dataset).mkdir(parents=True, exist_ok=True)
+        (src / dataset / name).write_text(f"{dataset}/{name}\n" * 100)
+    raw = load_connector_config({"name": "connect-copy", "source.url": str(src), "target.url": str(dst),
+                                 "dataset.pattern": "*", "tasks.max": 2})
+    plan = copy_job.make_copy_plan(raw)
+    # When each group runs over Spark Connect and the datasets are published
+    results = [run_group_over_connect(spark_connect.url, g, {}) for g in plan["groups"]]
+    summary = copy_job.publish_copy(plan, results, raw)
+    # Then both datasets are published byte for byte, each task having been a Spark task
+    assert summary["status"] == "ok", summary
+    assert sorted(summary["published"]) == ["orders", "users"]
+    for dataset, name in [("orders", "a.csv"), ("orders", "b.csv"), ("users", "u.json")]:
+        assert (dst / dataset / name).read_text() == f"{dataset}/{name}\n" * 100
+    assert all("spark_task" in t for r in results for t in r["tasks"])
+
+
+def test_an_unreachable_server_fails_at_once_naming_it(worker_props):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"sc://127.0.0.1:{port}/;token=tok-never-shown"
+    group = {"group": 0, "connector": "nowhere", "kind": "source", "tasks": [{"task": 0}]}
+    with pytest.raises(ConnectionError) as e:
+        run_group_over_connect(url, group, worker_props)
+    assert f"127.0.0.1:{port}" in str(e.value) and "tok-never-shown" not in str(e.value)
+    assert display_url(url) == f"sc://127.0.0.1:{port}/;token=[hidden]"
