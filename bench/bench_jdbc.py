@@ -49,7 +49,10 @@ missing or holds another row count. Kafka: the embedded broker, or
   rows are inserted and one incremental run is timed end to end (plan + run) in
   this process; 10k more rows are inserted and one run is timed through
   spark-submit (plan + submit). Baseline ``psql_copy_binary_10k``: ``\\copy`` of
-  those new rows (``WHERE id > last``).
+  those new rows (``WHERE id > last``). ``jdbc_incremental_10k_spark_connect``:
+  a Spark Connect server (``local[2]``, started untimed) serves one untimed run,
+  then 10k more rows are copied through it (plan + ``run_group_over_connect``: a
+  new session, the package as an artifact, the job), against the spark-submit run.
 
 Every connector run writes a fresh topic of ``--partitions`` partitions
 (default 4) and is verified: the topic holds exactly the table's (or the
@@ -80,6 +83,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from airflow_copycat.connect.json_converter import _java_float_json
 from airflow_copycat.runtime import submit
+from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
+from spark_apps.connect import run_group_over_connect
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.offsets import offset_store
@@ -597,6 +602,18 @@ def main() -> int:
 
             t_inc_local, t_copy_10k = incremental("incremental in process", in_process)
             t_inc_spark, _ = incremental("incremental on Spark", on_spark)
+            with EmbeddedSparkConnect(master=args.master, log_path=os.path.join(tmp, "connect.log")) as server:
+                note(f"Spark Connect server at {server.url} (started untimed)")
+
+                def over_connect(what: str, group: dict, expect: int) -> float:
+                    with timed() as t:
+                        result = run_group_over_connect(server.url, group, worker_props)
+                    note(f"{what}: run_group_over_connect {t[0]:.2f} s, {result.get('records')} records")
+                    check_result(what, result, expect)
+                    return t[0]
+
+                incremental("incremental over Spark Connect, warm-up (untimed figure)", over_connect)
+                t_inc_connect, _ = incremental("incremental over Spark Connect", over_connect)
             if t_trivial is None:
                 trivial = os.path.join(tmp, "trivial.py")
                 Path(trivial).write_text(TRIVIAL_APP, encoding="utf-8")
@@ -613,6 +630,8 @@ def main() -> int:
                f"jdbc_incremental_{label}_inprocess")
         report(f"jdbc_incremental_{label}_spark_minus_startup", t_inc_spark - t_trivial, "s",
                (t_inc_spark - t_trivial) / t_inc_local, f"jdbc_incremental_{label}_inprocess")
+        report(f"jdbc_incremental_{label}_spark_connect", t_inc_connect, "s", t_inc_connect / t_inc_spark,
+               f"jdbc_incremental_{label}_spark")
         report("spark_startup", t_trivial, "s", t_trivial / t_inc_local, f"jdbc_incremental_{label}_inprocess")
     return 0
 
