@@ -315,3 +315,18 @@ def test_a_narrower_column_fails_before_writing(db, sink):
     with pytest.raises(ConnectException) as e:
         s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
     assert "column id" in str(e.value) and "int64" in str(e.value)
+
+
+def test_key_timestamps_are_written_in_db_timezone_like_value_timestamps(db, sink):
+    key_schema = SchemaBuilder.struct().name("K").field("at", Timestamp.builder().build()).build()
+    value_schema = SchemaBuilder.struct().name("V").field("at", Timestamp.builder().build()).field(
+        "n", Schema.INT32).build()
+    s = sink(**{"auto.create": "true", "pk.mode": "record_key", "insert.mode": "upsert",
+                "db.timezone": "Europe/Berlin"})
+    s.start()
+    at = dt.datetime(2026, 1, 15, 12, 0, tzinfo=dt.timezone.utc)
+    s.put([rec(0, {"at": at, "n": 1}, key=Struct(key_schema, {"at": at}), key_schema=key_schema,
+               schema=value_schema, sink=s)])
+    (row,) = s.rows(order="n")
+    local = row[0] if isinstance(row[0], dt.datetime) else dt.datetime.fromisoformat(str(row[0]))
+    assert local.replace(tzinfo=None) == dt.datetime(2026, 1, 15, 13, 0)  # Berlin is UTC+1 in January

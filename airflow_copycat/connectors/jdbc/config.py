@@ -203,24 +203,28 @@ def _columns(config: dict) -> tuple[str, list[str]]:
     return str(config.get(INCREMENTING_COLUMN) or "").strip(), [c for c in config.get(TIMESTAMP_COLUMN) or [] if c]
 
 
-def validate(config: dict[str, Any]) -> list[ConfigProblem]:
-    """Cross-key problems, every one of them."""
-    problems = []
+def connection_problems(config: dict[str, Any]) -> list[ConfigProblem]:
+    """What is wrong with the database a JDBC connector's config names (``connection.url``, or an
+    ``airflow.conn.id`` only the Airflow layer resolves); shown values never hold a password."""
     url = config.get(CONNECTION_URL)
     if not str(url or "").strip():
         if config.get("airflow.conn.id"):
-            problems.append(ConfigProblem("airflow.conn.id", config.get("airflow.conn.id"),
-                                          "is resolved only by the Airflow operators and sensors; outside Airflow "
-                                          "give connection.url (and connection.user/connection.password)"))
-        else:
-            problems.append(ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL "
-                                          "(or airflow.conn.id, an Airflow connection, in a DAG)"))
-    else:
-        try:
-            to_sqlalchemy_url(str(url))
-        except ValueError as e:
-            shown = str(url).split(":")[0] + ":..."  # never more: URLs come in forms that hide passwords differently
-            problems.append(ConfigProblem(CONNECTION_URL, shown, str(e)))
+            return [ConfigProblem("airflow.conn.id", config.get("airflow.conn.id"),
+                                  "is resolved only by the Airflow operators and sensors; outside Airflow "
+                                  "give connection.url (and connection.user/connection.password)")]
+        return [ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL "
+                              "(or airflow.conn.id, an Airflow connection, in a DAG)")]
+    try:
+        to_sqlalchemy_url(str(url))
+    except ValueError as e:
+        shown = str(url).split(":")[0] + ":..."  # never more: URLs come in forms that hide passwords differently
+        return [ConfigProblem(CONNECTION_URL, shown, str(e))]
+    return []
+
+
+def validate(config: dict[str, Any]) -> list[ConfigProblem]:
+    """Cross-key problems, every one of them."""
+    problems = connection_problems(config)
     if config.get(TOPIC_PREFIX) is None:
         problems.append(ConfigProblem(TOPIC_PREFIX, None, "is required: the prefix of the topic names"))
     mode = str(config.get(MODE) or "")

@@ -30,7 +30,8 @@ from typing import Any
 from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
 from airflow_copycat.connect.config import in_range, one_of
 
-from ..jdbc.config import CONNECTION_PASSWORD, CONNECTION_URL, CONNECTION_USER, _timezone, to_sqlalchemy_url
+from ..jdbc.config import (BATCH_ENABLED, CONNECTION_PASSWORD, CONNECTION_URL, CONNECTION_USER, _timezone,
+                           connection_problems)
 
 INSERT_MODE = "insert.mode"
 PK_MODE = "pk.mode"
@@ -132,6 +133,11 @@ CONFIG_DEF = (
     .define(OFFSETS_TABLE, ConfigType.STRING, "copycat_sink_offsets",
             doc="The table in the target database holding the sink's Kafka offsets, written in the same "
                 "transaction as the rows (exactly-once); created when missing. schema.table names a schema.")
+    .define(BATCH_ENABLED, ConfigType.BOOLEAN, True,
+            doc="PostgreSQL: write a consume round's JsonConverter messages in columns (Arrow, bulk-loaded through "
+                "ADBC), the fast path; false: through one record per message. Both give the same rows, offsets and "
+                "errors; what the columns cannot write exactly as the records (other converters, tombstones, "
+                "nested fields, update mode, a row the database refuses) is written through the records.")
 )
 
 
@@ -153,6 +159,7 @@ class SinkSettings:
     max_retries: int
     retry_backoff_ms: int
     offsets_table: str
+    batch_enabled: bool = True
 
 
 def _resolved(config: dict[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]]:
@@ -187,27 +194,14 @@ def effective(config: dict[str, Any]) -> SinkSettings:
                                                                              if f),
         batch_size=int(c[BATCH_SIZE]), db_timezone=str(c[DB_TIMEZONE]), quote=quote,
         max_retries=int(c[MAX_RETRIES]), retry_backoff_ms=int(c[RETRY_BACKOFF_MS]),
-        offsets_table=str(c[OFFSETS_TABLE]))
+        offsets_table=str(c[OFFSETS_TABLE]), batch_enabled=bool(c.get(BATCH_ENABLED, True)))
 
 
 def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     """Cross-key problems, every one of them (Confluent's rules: upsert and update need a primary key,
     deletes need ``pk.mode=record_key``, ``pk.mode=kafka`` takes three column names or none)."""
     c, problems = _resolved(config)
-    url = c.get(CONNECTION_URL)
-    if not str(url or "").strip():
-        if c.get("airflow.conn.id"):
-            problems.append(ConfigProblem("airflow.conn.id", c.get("airflow.conn.id"),
-                                          "is resolved only by the Airflow operators; outside Airflow give "
-                                          "connection.url (and connection.user/connection.password)"))
-        else:
-            problems.append(ConfigProblem(CONNECTION_URL, url, "is required: the database's SQLAlchemy or JDBC URL "
-                                          "(or airflow.conn.id, an Airflow connection, in a DAG)"))
-    else:
-        try:
-            to_sqlalchemy_url(str(url))
-        except ValueError as e:
-            problems.append(ConfigProblem(CONNECTION_URL, str(url).split(":")[0] + ":...", str(e)))
+    problems += connection_problems(c)
     if not c.get("topics") and not c.get("topics.regex"):
         problems.append(ConfigProblem("topics", c.get("topics"), "is required (or topics.regex): the topics to write"))
     mode, pk_mode = str(c.get(INSERT_MODE) or "").lower(), str(c.get(PK_MODE) or "").lower()

@@ -15,7 +15,7 @@ The table is created when missing (``copycat.offsets.table``, default
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -36,7 +36,7 @@ class OffsetsTable:
         self._cols = [d.ident(c) for c in ("connector", "topic", "kafka_partition", "next_offset")]
 
     def ensure(self) -> None:
-        d, (c, t, p, o) = self.dialect, self._cols
+        c, t, p, o = self._cols
         text = "VARCHAR(255)"
         ddl = (f"CREATE TABLE IF NOT EXISTS {self._t} ({c} {text} NOT NULL, {t} {text} NOT NULL, {p} INTEGER NOT NULL, "
                f"{o} BIGINT NOT NULL, PRIMARY KEY ({c}, {t}, {p}))")
@@ -77,6 +77,28 @@ class OffsetsTable:
                                      f"AND {o} = {q}", (new, self.connector, topic, part, expected)).rowcount
             if n != 1:
                 raise self._fenced(topic, part, expected)
+
+    def moves_sql(self, moves: Mapping[tuple[str, int], tuple[int | None, int]], mark: Callable[[int], str]
+                  ) -> list[tuple[str, tuple, Fenced]]:
+        """:meth:`advance` as PostgreSQL statements for a connection SQLAlchemy does not drive (``mark(i)``: the
+        driver's placeholder of parameter ``i``, from 1): ``(sql, parameters, error)`` per partition
+        that moves, each returning one row when it moved the offset from ``expected`` to ``new`` (an
+        insert when there is no row yet) and none otherwise; the caller raises ``error`` then."""
+        c, t, p, o = self._cols
+        m = [mark(i) for i in range(1, 6)]
+        out = []
+        for (topic, part), (expected, new) in sorted(moves.items()):
+            if expected == new:
+                continue
+            if expected is None:
+                sql = (f"INSERT INTO {self._t} ({c}, {t}, {p}, {o}) VALUES ({m[0]}, {m[1]}, {m[2]}, {m[3]}) "
+                       "ON CONFLICT DO NOTHING RETURNING 1")
+                out.append((sql, (self.connector, topic, part, new), self._fenced(topic, part, expected)))
+                continue
+            sql = (f"UPDATE {self._t} SET {o} = {m[0]} WHERE {c} = {m[1]} AND {t} = {m[2]} AND {p} = {m[3]} "
+                   f"AND {o} = {m[4]} RETURNING 1")
+            out.append((sql, (new, self.connector, topic, part, expected), self._fenced(topic, part, expected)))
+        return out
 
     def _fenced(self, topic: str, part: int, expected: int | None) -> Fenced:
         return Fenced(f"connector {self.connector}: the offset of {topic}-{part} in {self.name} is no longer "

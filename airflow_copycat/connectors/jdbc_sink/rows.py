@@ -69,11 +69,11 @@ def _struct_fields(schema: Schema) -> list[str]:
 def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | None:
     """The row of ``record`` (see the module docstring); raises :class:`RecordError`."""
     table = table_name(settings, record.topic)
-    where = f"topic {record.topic} partition {record.kafka_partition} offset {record.kafka_offset}"
+    where = "topic {} partition {} offset {}".format(*record.read_from)
     if record.value is None:
         if not settings.delete_enabled:
             return None
-        key_columns, key, columns = _record_key(record, settings, where)
+        key_columns, key, columns = _record_key(record, settings, where, zone)
         return Row(table, record, key_columns, key, columns, None)
     schema = record.value_schema
     if schema is None or schema.type is not Type.STRUCT or not isinstance(record.value, Struct):
@@ -89,7 +89,7 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
         columns = [(n, s, True) for n, s in zip(names, _KAFKA_SCHEMAS)]
         values = dict(zip(names, key))
     elif mode == "record_key":
-        key_columns, key, columns = _record_key(record, settings, where)
+        key_columns, key, columns = _record_key(record, settings, where, zone)
         columns = list(columns)
         values = dict(zip(key_columns, key))
     elif mode == "record_value":
@@ -124,7 +124,7 @@ def _value_columns(schema: Schema, keys: tuple, wanted: tuple) -> tuple[tuple, t
     return fields, tuple((n, fs, False) for n, fs, _ in fields)
 
 
-def _record_key(record: SinkRecord, settings: SinkSettings, where: str):
+def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: ZoneInfo | None):
     schema, key = record.key_schema, record.key
     if key is None:
         raise RecordError(f"{where}: pk.mode=record_key but the record has no key")
@@ -136,7 +136,7 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str):
         if missing:
             raise RecordError(f"{where}: pk.fields {missing} are not fields of the key (fields: "
                               f"{_struct_fields(schema)})")
-        values = tuple(_column_value(schema.field(n).schema, key.get(n), None) for n in names)
+        values = tuple(_column_value(schema.field(n).schema, key.get(n), zone) for n in names)
         columns = tuple((n, schema.field(n).schema, True) for n in names)
         if any(v is None for v in values):
             raise RecordError(f"{where}: a primary key field of the key is null")
@@ -147,7 +147,7 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str):
         raise RecordError(f"{where}: the key is a primitive ({schema.type.value}): pk.fields must name exactly one "
                           "column for it")
     name = settings.pk_fields[0]
-    return (name,), (_column_value(schema, key, None),), ((name, schema, True),)
+    return (name,), (_column_value(schema, key, zone),), ((name, schema, True),)
 
 
 def _column_value(schema: Schema, value: Any, zone: ZoneInfo | None) -> Any:

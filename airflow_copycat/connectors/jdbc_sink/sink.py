@@ -37,6 +37,7 @@ from airflow_copycat.connect.task import SinkTask
 
 from ..jdbc.source import _safe_url, create_engine
 from . import config as c
+from .columns import ColumnWriter
 from .dialects import dialect_for
 from .offsets_table import OffsetsTable
 from .rows import RecordError, row_of
@@ -61,19 +62,28 @@ class JdbcSinkConnector(SinkConnector):
     def task_class(self) -> type:
         return JdbcSinkTask
 
+    @classmethod
+    def table_asset_uri(cls, config: dict[str, Any], table: str) -> str | None:
+        """The Asset URI of ``table`` (see :mod:`.assets`): the finish task emits one event per table written."""
+        from .assets import table_uri
+
+        return table_uri(config, table)
+
 
 class JdbcSinkTask(SinkTask):
     """Writes its partitions' records to tables (see the module docstring).
 
     ``metrics``: ``tables`` (per table: ``inserted``, ``updated``, ``upserted`` where
     the database does not tell the two apart, ``deleted``), ``tombstones_skipped``,
-    ``tables_created``, ``columns_added``, ``write_retries``.
+    ``tables_created``, ``columns_added``, ``write_retries``, ``rows_columnar`` (records written
+    through the columns of :mod:`.columns`).
     """
 
     def __init__(self) -> None:
         self.metrics: dict[str, Any] = {}
         self.committed: dict[TopicPartition, int] = {}
         self._engine = None
+        self.columns: ColumnWriter | None = None
 
     def start(self, config: Mapping[str, Any]) -> None:
         values = JdbcSinkConnector.parse_config(dict(config), name=config.get("name"))
@@ -92,6 +102,8 @@ class JdbcSinkTask(SinkTask):
         self.offsets.ensure()
         self.writer = Writer(self._engine, self.dialect, self.settings, self.tables, self.offsets,
                              lambda record, error: self.context.report_error(record, error))
+        if self.settings.batch_enabled and self.dialect.name == "postgresql":
+            self.columns = ColumnWriter(self)
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
         """Resume each partition at the offset the database holds for it (none: the framework starts at
@@ -105,10 +117,11 @@ class JdbcSinkTask(SinkTask):
         """Write ``records`` and their offsets in one transaction (see :mod:`.writer`)."""
         rows, ends = [], {}
         for record in records:
-            tp = (record.topic, int(record.kafka_partition))
-            if record.kafka_offset < self.committed.get(tp, -1):
+            topic, partition, offset = record.read_from  # a transform may have renamed the topic
+            tp = (topic, int(partition))
+            if offset < self.committed.get(tp, -1):
                 continue  # written by an earlier transaction (given again): the database has it
-            ends[tp] = record.kafka_offset + 1
+            ends[tp] = offset + 1
             try:
                 row = row_of(record, self.settings, self.zone)
             except RecordError as e:
@@ -128,8 +141,12 @@ class JdbcSinkTask(SinkTask):
 
     def put_batch(self, batch) -> None:
         """A consume round's messages (up to 10,000 rather than 500 for ``put``: fewer, larger
-        transactions), written through their records as :meth:`put` writes them."""
-        self.put(batch.to_records())
+        transactions): on PostgreSQL in columns (:mod:`.columns`, ``copycat.batch.enabled``), else
+        through their records as :meth:`put` writes them; the same rows, offsets and errors."""
+        if self.columns is None:
+            self.put(batch.to_records())
+        else:
+            self.columns.put_batch(batch)
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int], *, final: bool = False) -> dict[TopicPartition, int]:
         """Everything ``put`` got is committed already; records the framework handled without ``put``
@@ -150,6 +167,9 @@ class JdbcSinkTask(SinkTask):
             self.committed.pop((topic, int(part)), None)
 
     def stop(self) -> None:
+        if self.columns is not None:
+            self.columns.close()
+            self.columns = None
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None

@@ -118,16 +118,27 @@ class Tables:
             if "%" in name or "%" in row.table:
                 raise ConnectException(f"{self._where(row)}: table {row.table!r} / column {name!r}: names holding '%' "
                                        "are not supported by the JDBC sink")
-        described = self._describe(row.table)
-        if described is None:
-            self._create(row)
-        else:
+        try:
+            described = self._describe(row.table)
+            if described is None:
+                self._create(row)
+            else:
+                self._fit(row, described)
+        except sa.exc.DBAPIError as e:
+            # another task (of this connector, or another writer) made the table or added the column
+            # between our look and our DDL: look again and fit what is there now
+            log.info("%s: DDL on %s failed (%s); reading the table again", self._where(row), row.table,
+                     str(getattr(e, "orig", e)).splitlines()[0])
+            self._known.pop(row.table, None)
+            described = self._describe(row.table)
+            if described is None:
+                raise
             self._fit(row, described)
         self._checked.add(signature)
 
     def _where(self, row: Row) -> str:
         r = row.record
-        return f"topic {r.topic} partition {r.kafka_partition} offset {r.kafka_offset}"
+        return "topic {} partition {} offset {}".format(*r.read_from)
 
     def _create(self, row: Row) -> None:
         if not self.settings.auto_create:
@@ -186,6 +197,16 @@ class Tables:
             self.added.append(f"{row.table}.{name}")
         if missing:
             self._known.pop(row.table, None)
+
+    def column_types(self, table: str) -> dict[str, Any] | None:
+        """``{column: SQLAlchemy type}`` of ``table`` as the database has it (names as this sink writes
+        them, folded as the database folds them), ``None`` when it does not exist."""
+        described = self._describe(table)
+        return None if described is None else dict(described["columns"])
+
+    def fold(self, name: str) -> str:
+        """A column name as :meth:`column_types` keys it."""
+        return self._fold(name)
 
     def forget(self, table: str) -> None:
         """Read ``table`` again when next needed (another writer may have changed it)."""
