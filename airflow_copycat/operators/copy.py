@@ -18,7 +18,7 @@ from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
 from .finish import asset_alias
 from .masking import connector_secrets
-from .run import CopycatRunTaskGroupOperator
+from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 
 class CopycatCopyPlanOperator(BaseOperator):
@@ -136,6 +136,7 @@ def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None =
     with TaskGroup(group_id=group_id or name) as group:
         plan = CopycatCopyPlanOperator(task_id="plan", copy_config=raw, max_tasks=max_tasks, max_groups=max_groups)
         run = CopycatRunTaskGroupOperator.partial(
+            map_index_template=MAP_INDEX_TEMPLATE,
             task_id="run", connector_config=raw, kafka_conn_id=None, spark_conn_id=spark_conn_id,
             spark_conf=spark_conf, in_process=in_process, **(run_kwargs or {}),
         ).expand(group=plan.output)

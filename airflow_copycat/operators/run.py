@@ -17,8 +17,14 @@ from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
-from ..runtime.result import failures
+from ..runtime.result import describe_group, failures
 from .masking import connector_secrets
+
+
+GROUP_LABEL = "copycat_group_label"
+MAP_INDEX_TEMPLATE = "{{ " + GROUP_LABEL + " }}"
+"""``map_index_template`` of the mapped run tasks: each instance shows in the UI what its group runs
+(``group 0: orders, customers``; :func:`~airflow_copycat.runtime.result.describe_group`)."""
 
 
 class CopycatRunTaskGroupOperator(BaseOperator):
@@ -89,6 +95,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
+        context[GROUP_LABEL] = describe_group(group)  # the mapped instance's label: see MAP_INDEX_TEMPLATE
         secrets = connector_secrets(resolve_db_connection(connector_config.load_connector_config(self.connector_config)))
         # a copy job (Distcp) needs no Kafka connection
         worker_props = dict(self.worker_config or {}) if group["kind"] == "copy" else self.hook.worker_props(

@@ -10,7 +10,7 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..runtime.connector_config import load_connector_config
 from .finish import CopycatFinishOperator
 from .plan import CopycatPlanOperator
-from .run import CopycatRunTaskGroupOperator
+from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 
 def connector_task_group(
@@ -51,6 +51,7 @@ def connector_task_group(
             worker_config=worker_config, max_tasks=max_tasks, max_groups=max_groups, window=window,
         )
         run = CopycatRunTaskGroupOperator.partial(
+            map_index_template=MAP_INDEX_TEMPLATE,
             task_id="run", connector_config=raw, kafka_conn_id=kafka_conn_id, worker_config=worker_config,
             spark_conn_id=spark_conn_id, spark_conf=spark_conf, in_process=in_process, **(run_kwargs or {}),
         ).expand(group=plan.output)

@@ -32,6 +32,8 @@ A windowed run's offsets are the window's own (``window.offsets_namespace``).
 
 from __future__ import annotations
 
+import json
+
 import time
 from typing import Any, Iterable
 
@@ -160,3 +162,53 @@ def _tables(tasks: list[dict]) -> dict[str, dict[str, int]]:
             for k, v in counts.items():
                 mine[k] = mine.get(k, 0) + int(v)
     return out
+
+
+def describe_group(group: dict[str, Any], limit: int = 120) -> str:
+    """What a task group runs, in a line for the UI (a mapped run task's label):
+    ``group 0: orders, customers`` (tables), ``group 1: app.log, app.log.1`` (files),
+    ``group 0: orders[0], orders[1]`` (a sink's Kafka partitions), ``group 2: 3 task(s), 120 work
+    unit(s), 1.5 GB`` (a copy job); cut at ``limit`` characters with how many more there are."""
+    head = f"group {group.get('group')}: "
+    tasks = group.get("tasks") or []
+    if group.get("kind") == "copy":
+        units, size = sum(int(t.get("units") or 0) for t in tasks), sum(int(t.get("bytes") or 0) for t in tasks)
+        return head + f"{len(tasks)} task(s), {units} work unit(s), {_size(size)}"
+    names: list[str] = []
+    for t in tasks:
+        for p in t.get("partitions") or []:
+            name = _partition_name(p)
+            if name not in names:
+                names.append(name)
+    if not names:
+        return head + f"{len(tasks)} task(s)"
+    text, shown = "", 0
+    for name in names:
+        more = len(names) - shown
+        if shown and len(head) + len(text) + len(name) + 2 > limit - len(f" (+{more} more)"):
+            return head + text + f" (+{more} more)"
+        text += (", " if shown else "") + name
+        shown += 1
+    return head + text
+
+
+def _partition_name(p: Any) -> str:
+    if isinstance(p, (list, tuple)) and len(p) == 2:
+        return f"{p[0]}[{p[1]}]"
+    if isinstance(p, dict):
+        for key in ("table", "query", "filename", "file", "path"):
+            if p.get(key):
+                value = str(p[key])
+                name = value.rstrip("/").rsplit("/", 1)[-1] if key in ("filename", "file", "path") else value
+                if key == "table":
+                    name = value.rsplit(".", 1)[-1]
+                return name + (f" {p['split']}" if p.get("split") else "")
+    return json.dumps(p, sort_keys=True, default=str)[:40]
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"

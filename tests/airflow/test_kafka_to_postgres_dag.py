@@ -85,6 +85,20 @@ def test_hourly_upserts_and_deletes_into_postgres(kafka_conn, run_dag, postgres_
                                      t_orders: {"inserted": 10, "updated": 0}}
         with engine.connect() as conn:
             assert conn.execute(sa.text(f'SELECT count(*) FROM "{t_orders}"')).scalar_one() == 10
+        # the mapped run task says in the UI what it ran
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            labels = {ti.rendered_map_index for ti in session.query(TaskInstance).filter_by(
+                dag_id=dag.dag_id, run_id=first.run_id, task_id=f"{name}.run")}
+        partitions = {f"{topic}[{p}]" for topic in (customers, orders) for p in (0, 1)}
+        for label in labels:  # "group 0: <partition>, <partition> (+1 more)", cut to a line
+            head, _, listed = label.partition(": ")
+            listed, _, more = listed.partition(" (+")
+            assert head.startswith("group ") and set(listed.split(", ")) <= partitions, label
+        assert sum(len(lb.split(": ")[1].split(" (+")[0].split(", ")) + int((lb.split(" (+") + ["0"])[1].split()[0])
+                   for lb in labels) == 4, labels
         assert {p["offset_after"] for p in summary["partitions"] if p["partition"][0] == orders} <= {4, 5, 6}
 
         # an hour later: orders shipped, one cancelled (a tombstone), a new one
