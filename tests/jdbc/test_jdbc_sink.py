@@ -330,3 +330,45 @@ def test_key_timestamps_are_written_in_db_timezone_like_value_timestamps(db, sin
     (row,) = s.rows(order="n")
     local = row[0] if isinstance(row[0], dt.datetime) else dt.datetime.fromisoformat(str(row[0]))
     assert local.replace(tzinfo=None) == dt.datetime(2026, 1, 15, 13, 0)  # Berlin is UTC+1 in January
+
+
+def test_two_sinks_upserting_the_same_keys_at_once_both_finish_and_last_writes_win(db, sink):
+    import random
+    import threading
+
+    opts = {"insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "retry.backoff.ms": "50",
+            "batch.size": "100"}
+    first = sink(**opts)
+    first.start()
+    first.put([rec(0, {"id": 0, "name": "seed", "qty": 0}, key=k(0), sink=first)])  # the table exists
+    writers = [sink(table=first.table, name=f"{first.raw['name']}-{w}", **opts) for w in (1, 2)]
+    last: list[dict[int, str]] = [{}, {}]
+    errors = []
+
+    def write(w: int) -> None:
+        try:
+            s, rnd = writers[w], random.Random(w)
+            s.start()
+            for put in range(8):
+                records = []
+                for i in range(150):
+                    key = rnd.randrange(200)
+                    name = f"w{w}-{put}-{i}"
+                    records.append(rec(put * 150 + i, {"id": key, "name": name, "qty": w}, key=k(key),
+                                       topic=first.table))
+                    last[w][key] = name
+                s.put(records)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    rows = {r[0]: r[1] for r in first.rows()}
+    keys = set(last[0]) | set(last[1]) | {0}
+    assert set(rows) == keys
+    for key in keys - {0}:
+        assert rows[key] in {last[0].get(key), last[1].get(key)}, key

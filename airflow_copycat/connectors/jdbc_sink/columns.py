@@ -257,7 +257,10 @@ class ColumnWriter:
         cols = ", ".join(d.ident(n) for n in names)
         select = ", ".join(f"CAST(c{i} AS NUMERIC)" if i in run.numeric else f"c{i}" for i in range(len(names)))
         conflict = d.on_conflict(names, run.row.key_columns) if upsert else ""
-        return (f"WITH ins AS (INSERT INTO {d.table(run.row.table)} ({cols}) SELECT {select} FROM {STAGE}{conflict} "
+        # rows locked in key order: two writers upserting the same keys wait for each other, never deadlock
+        order = " ORDER BY " + ", ".join(f"c{names.index(k)}" for k in run.row.key_columns) \
+            if upsert and run.row.key_columns else ""
+        return (f"WITH ins AS (INSERT INTO {d.table(run.row.table)} ({cols}) SELECT {select} FROM {STAGE}{order}{conflict} "
                 "RETURNING (xmax = 0) AS i) SELECT count(*) FILTER (WHERE i), count(*) FROM ins")
 
     def _connection(self):

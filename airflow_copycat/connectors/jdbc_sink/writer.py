@@ -61,9 +61,14 @@ def runs(rows: Sequence[Row], dedupe: bool) -> list[list[Row]]:
             out[-1].append(row)
         else:
             out.append([row])
-    if dedupe:
-        out = [list({r.key: r for r in run}.values()) if run[0].key_columns else run for run in out]
+    if dedupe:  # and in key order: two writers upserting the same keys then lock them in one order
+        out = [sorted({r.key: r for r in run}.values(), key=_key_order) if run[0].key_columns else run
+               for run in out]
     return out
+
+
+def _key_order(row: Row) -> tuple:
+    return tuple((type(v).__name__, v) for v in row.key)
 
 
 class Writer:
@@ -166,7 +171,8 @@ class Writer:
             if not upsert:
                 c["inserted"] = c.get("inserted", 0) + len(rows)
                 return
-            cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}"
+            order = ", ".join(d.ident(k) for k in first.key_columns)
+            cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage} ORDER BY {order}"
                         f"{d.on_conflict(columns, first.key_columns)} RETURNING (xmax = 0)")
             flags = [f for (f,) in cur.fetchall()]
         inserted = sum(1 for f in flags if f)
