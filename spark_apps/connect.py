@@ -78,7 +78,20 @@ def remote_session(url: str, conf: Mapping[str, Any] | None = None) -> Iterator[
         spark.addArtifacts(package_zip(), pyfile=True)
         yield spark
     finally:
-        spark.stop()
+        _release_then_stop(spark)
+
+
+def _release_then_stop(spark) -> None:
+    """Stop the session only after the server released its operations. pyspark releases a finished
+    operation in a background call and ``stop()`` closes the session without waiting for it; the
+    server then drops the operation with the session and logs its whole plan at INFO -- the job's
+    pickled Python function included, which carries the secrets."""
+    import concurrent.futures
+
+    pending = list(getattr(getattr(spark, "client", None), "_release_futures", None) or [])
+    if pending:
+        concurrent.futures.wait(pending, timeout=30)
+    spark.stop()
 
 
 def _require_reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
@@ -96,12 +109,40 @@ def _require_reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
                               f"({parsed.hostname}:{port}): {e}; is it running?") from None
 
 
+class Cancel:
+    """A handle to stop a group that runs over Spark Connect from another thread (the run operator's
+    ``on_kill``): :meth:`cancel` interrupts the Spark operations tagged with the group's job tag on the
+    server -- Spark kills their tasks and the Python workers running them -- and makes a group that
+    has not started yet refuse to start. What the tasks committed stays; nothing past what Kafka
+    acknowledged was committed, so the next run resumes from there."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._spark = None
+        self._tag: str | None = None
+
+    def attach(self, spark, tag: str) -> None:
+        self._spark, self._tag = spark, tag
+        if self.cancelled:
+            raise RuntimeError("the run was cancelled before its Spark job started")
+
+    def cancel(self) -> list[str]:
+        """Interrupt the group's Spark job; the ids of the operations interrupted (``[]`` if none ran)."""
+        self.cancelled = True
+        if self._spark is None or self._tag is None:
+            return []
+        return list(self._spark.interruptTag(self._tag) or [])
+
+
 def run_group_over_connect(url: str, group: dict, worker_props: Mapping[str, Any],
-                           secrets: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None) -> dict:
+                           secrets: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
+                           cancel: Cancel | None = None) -> dict:
     """Run one task group on the Spark Connect server at ``url``, one Spark task per task config,
     and return the group result. Raises if the server cannot be reached or the job fails as a
-    whole (a failed task only fails its own result)."""
-    from .task_group import run_group_on_spark
+    whole (a failed task only fails its own result), or was interrupted through ``cancel``."""
+    from .task_group import _job_tag, run_group_on_spark
 
     with remote_session(url, conf) as spark:
+        if cancel is not None:
+            cancel.attach(spark, _job_tag(group))
         return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}))

@@ -126,6 +126,20 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
 
+    def on_kill(self) -> None:
+        """The task was cleared, marked failed or timed out: stop its Spark work. spark-submit: the Spark
+        provider's ``on_kill`` (the driver process; on YARN and Kubernetes the application too). Spark
+        Connect: the group's operations are interrupted by their tag (the server kills their tasks). In
+        process: nothing runs beyond this process, which Airflow ends. Offsets committed so far cover
+        only what Kafka acknowledged (the runtime's rule), so the next run resumes from them."""
+        cancel = getattr(self, "_cancel", None)
+        if cancel is not None:
+            interrupted = cancel.cancel()
+            self.log.info("Interrupted %d Spark Connect operation(s) of this group", len(interrupted))
+        hook = getattr(self, "_submit_hook", None)
+        if hook is not None:
+            hook.on_kill()
+
     def _spark_conn_type(self) -> str:
         """The type of the Spark connection. Without that connection, a ``spark`` connection to the
         embedded default ``local[*]`` (the Spark provider alone would fall back to ``yarn``)."""
@@ -149,10 +163,14 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
         from spark_apps.connect import display_url, run_group_over_connect
 
+        from spark_apps.connect import Cancel
+
         url = SparkConnectHook(conn_id=self.spark_conn_id).get_connection_url()
         self.log.info("Over Spark Connect at %s (connection %s)", display_url(url), self.spark_conn_id)
+        self._cancel = Cancel()
         try:
-            return run_group_over_connect(url, group, worker_props, secrets, conf=self.spark_conf)
+            return run_group_over_connect(url, group, worker_props, secrets, conf=self.spark_conf,
+                                          cancel=self._cancel)
         except Exception as e:  # the server, the network or the job as a whole: this try fails, a retry reruns it
             raise AirflowException(f"group {group['group']} of {group['connector']} failed over Spark Connect at "
                                    f"{display_url(url)}: {type(e).__name__}: {e}") from e
@@ -183,6 +201,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             application_args=["--group", group_path, "--result", result_path],
         )
         submit_error = None
+        self._submit_hook = hook  # on_kill() kills the application through it
         try:
             hook.submit(application=submit.application_path())
         except AirflowException as e:

@@ -125,3 +125,76 @@ def test_an_unreachable_server_fails_at_once_naming_it(worker_props):
         run_group_over_connect(url, group, worker_props)
     assert f"127.0.0.1:{port}" in str(e.value) and "tok-never-shown" not in str(e.value)
     assert display_url(url) == f"sc://127.0.0.1:{port}/;token=[hidden]"
+
+
+def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_connect, worker_props,
+                                                                        kafka_bootstrap, unique, tmp_path):
+    import threading
+    import time
+
+    from airflow_copycat.runtime.executor import run_group
+    from airflow_copycat.runtime.offsets import offset_store
+    from spark_apps.connect import Cancel
+
+    # Given a log of fixed-width lines read by one task that commits often, records going through a transform
+    # that runs record by record (InsertHeader), so the run takes seconds
+    lines = 400_000
+    log = tmp_path / "big.log"
+    with open(log, "w") as f:
+        f.write("".join(f"line {i:08d}\n" for i in range(lines)))
+    width = len("line 00000000\n")
+    name, topic = f"cancel-{unique}", f"cancel-{unique}"
+    props = dict(worker_props, **{"offset.flush.interval.ms": 200})
+    config = {"name": name, "connector.class": "FileStreamSource", "file": str(log), "topic": topic,
+              "topic.creation.default.partitions": 1, "transforms": "mark",
+              "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+              "transforms.mark.header": "run", "transforms.mark.value.literal": "cancel-test"}
+    worker = WorkerConfig(props, env={})
+    (group,) = make_plan(config, worker)["groups"]
+
+    def committed_lines() -> int:
+        store = offset_store(worker)
+        try:
+            offsets = store.read(name)
+        finally:
+            store.close()
+        return max((e["offset"]["position"] for e in offsets.values()), default=0) // width
+
+    # When the group runs over Spark Connect and is cancelled once it has committed some offsets
+    cancel, outcome = Cancel(), {}
+
+    def run():
+        try:
+            outcome["result"] = run_group_over_connect(spark_connect.url, group, props, cancel=cancel)
+        except Exception as e:  # noqa: BLE001 -- what the test expects
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 240
+    while committed_lines() == 0 and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert thread.is_alive(), f"the run ended before it could be cancelled: {outcome}"
+    interrupted = cancel.cancel()
+    thread.join(120)
+
+    # Then the job was interrupted: the client got an error, not a result, and nothing writes any more
+    assert not thread.is_alive() and "error" in outcome and "result" not in outcome, outcome
+    assert interrupted
+    count = len(_topic_values(kafka_bootstrap, topic, 1))
+    time.sleep(3)
+    values = _topic_values(kafka_bootstrap, topic, 1)
+    assert len(values) == count < lines
+    # And every line before the committed offset is in Kafka: no offset passed what Kafka did not acknowledge
+    done = committed_lines()
+    assert 0 < done < lines
+    assert set(values) >= {f"line {i:08d}" for i in range(done)}
+
+    # When the next run goes on (in process here)
+    result = run_group(group, props)
+
+    # Then it resumed at the committed offset, and Kafka now holds every line
+    assert result["status"] == "ok", result
+    (partition,) = result["tasks"][0]["partitions"]
+    assert partition["offset_before"]["position"] == done * width
+    assert set(_topic_values(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
