@@ -1,10 +1,11 @@
 """``make demo``: log files -> Kafka -> Parquet, and a database -> Kafka, through Airflow and PySpark, verified.
 
 Starts clean every time: a fresh state directory, the embedded Kafka-protocol
-broker on 127.0.0.1, a throwaway Airflow home on SQLite. Runs the
-``copycat_demo`` DAG with ``airflow dags test`` (each connector's task groups
-go through spark-submit, master ``local[2]``), appends lines to the input, runs
-it again, and checks after each run that
+broker and an embedded Spark Connect server (``local[2]``) on 127.0.0.1, a
+throwaway Airflow home on SQLite. Runs the ``copycat_demo`` DAG with ``airflow
+dags test`` (the connection ``spark_default`` is a ``spark_connect`` one: each
+task group runs on that server, no spark-submit), appends lines to the input,
+runs it again, and checks after each run that
 
     lines in the input files == records in Kafka == rows in the Parquet files
 
@@ -239,8 +240,17 @@ def main() -> int:
     (STATE / "input").mkdir(parents=True)
     from airflow_copycat.testing.broker import EmbeddedBroker
 
+    from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
+
     broker = EmbeddedBroker(log_path=str(STATE / "broker.log")).start()
     log(f"embedded Kafka-protocol broker on {broker.bootstrap}")
+    started = time.monotonic()
+    try:
+        spark = EmbeddedSparkConnect(master="local[2]", log_path=str(STATE / "spark-connect.log")).start()
+    except BaseException:
+        broker.stop()
+        raise
+    log(f"embedded Spark Connect server on {spark.url} (started in {time.monotonic() - started:.0f}s)")
     env = dict(
         os.environ,
         AIRFLOW_HOME=str(STATE / "airflow"),
@@ -249,7 +259,8 @@ def main() -> int:
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
         AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": broker.bootstrap}}),
-        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
+                                               "port": spark.port}),
         COPYCAT_DEMO_DIR=str(STATE),
     )
     try:
@@ -268,6 +279,7 @@ def main() -> int:
         ok = verify(broker.bootstrap, FILES * 250, 2) and ok
         ok = demo_import(env, broker.bootstrap) and ok
     finally:
+        spark.stop()
         broker.stop()
     log("DEMO PASSED" if ok else "DEMO FAILED")
     return 0 if ok else 1
