@@ -31,6 +31,13 @@ message to stderr and exit 1; ``--verbose`` adds tracebacks, the runtime's INFO
 logs and spark-submit's output. Secret values (connector ``PASSWORD`` keys and
 any key named like a password, token or secret, and the worker's) are never
 printed.
+
+This module is over 500 lines: it holds six subcommands and their shared
+loading, checking and printing. It splits by subcommand -- ``validate``/``plan``,
+``run`` (with the group runners: spark-submit, Spark Connect, in process),
+``copy`` and ``offsets`` -- into a ``cli`` package, with the spark-submit command
+built by :mod:`airflow_copycat.runtime.submit` only (issue 15, the one-shape
+refactor).
 """
 
 from __future__ import annotations

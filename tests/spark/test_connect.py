@@ -3,44 +3,30 @@ session's one local Spark Connect server (``spark_connect`` fixture), records ch
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from airflow_copycat.runtime import copy_job
 from airflow_copycat.runtime.connector_config import load_connector_config
-from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.submit import package_zip
 from airflow_copycat.runtime.worker import WorkerConfig
+from tests.support.log_files import topic_payloads, write_logs
 from spark_apps.connect import display_url, remote_session, run_group_over_connect
 
 pytestmark = pytest.mark.slow
 
 
-def _logs(directory: Path, files: int, lines: int) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
-    for f in range(files):
-        (directory / f"app-{f}.log").write_text("".join(f"file {f} line {i}\n" for i in range(lines)))
-    return str(directory / "*.log")
 
 
-def _topic_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True})
-    try:
-        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
-        return [json.loads(m.value())["payload"] for m in read_to_end(c, tps)]
-    finally:
-        c.close()
 
 
 def test_each_task_config_is_one_spark_task_over_spark_connect(spark_connect, worker_props, kafka_bootstrap, unique,
                                                                tmp_path):
     # Given 5 log files planned as 5 tasks in one group -- more tasks than the server's 2 cores
-    config = {"name": f"connect-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 5, 120),
+    config = {"name": f"connect-{unique}", "connector.class": "FileStreamSource", "file": write_logs(tmp_path, 5, 120),
               "topic": f"connect-{unique}", "tasks.max": 5, "topic.creation.default.partitions": 3}
     (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
     assert len(group["tasks"]) == 5
@@ -52,7 +38,7 @@ def test_each_task_config_is_one_spark_task_over_spark_connect(spark_connect, wo
     assert sorted(t["spark_task"]["partition"] for t in result["tasks"]) == [0, 1, 2, 3, 4]
     assert all(t["records"] == 120 and len(t["partitions"]) == 1 for t in result["tasks"])
     # And Kafka has every line once
-    values = _topic_values(kafka_bootstrap, config["topic"], 3)
+    values = topic_payloads(kafka_bootstrap, config["topic"], 3)
     assert sorted(values) == sorted(f"file {f} line {i}" for f in range(5) for i in range(120))
 
     # When a line is appended and the group runs again
@@ -62,11 +48,11 @@ def test_each_task_config_is_one_spark_task_over_spark_connect(spark_connect, wo
     result = run_group_over_connect(spark_connect.url, group, worker_props)
     # Then it resumed from the offsets the first run committed: only the new line moved
     assert (result["status"], result["records"]) == ("ok", 1), result
-    assert len(_topic_values(kafka_bootstrap, config["topic"], 3)) == 601
+    assert len(topic_payloads(kafka_bootstrap, config["topic"], 3)) == 601
 
 
 def test_a_failed_task_fails_the_group_but_not_its_siblings(spark_connect, worker_props, unique, tmp_path):
-    config = {"name": f"connectfail-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 2, 10),
+    config = {"name": f"connectfail-{unique}", "connector.class": "FileStreamSource", "file": write_logs(tmp_path, 2, 10),
               "topic": f"connectfail-{unique}", "tasks.max": 2}
     (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
     bad = Path(group["tasks"][1]["partitions"][0]["filename"])
@@ -181,9 +167,9 @@ def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_co
     # Then the job was interrupted: the client got an error, not a result, and nothing writes any more
     assert not thread.is_alive() and "error" in outcome and "result" not in outcome, outcome
     assert interrupted
-    count = len(_topic_values(kafka_bootstrap, topic, 1))
+    count = len(topic_payloads(kafka_bootstrap, topic, 1))
     time.sleep(3)
-    values = _topic_values(kafka_bootstrap, topic, 1)
+    values = topic_payloads(kafka_bootstrap, topic, 1)
     assert len(values) == count < lines
     # And every line before the committed offset is in Kafka: no offset passed what Kafka did not acknowledge
     done = committed_lines()
@@ -197,4 +183,4 @@ def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_co
     assert result["status"] == "ok", result
     (partition,) = result["tasks"][0]["partitions"]
     assert partition["offset_before"]["position"] == done * width
-    assert set(_topic_values(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
+    assert set(topic_payloads(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}

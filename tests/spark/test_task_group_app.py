@@ -9,33 +9,21 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from airflow_copycat.runtime import submit
-from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.worker import WorkerConfig
+from tests.support.log_files import topic_payloads, write_logs
 from spark_apps.task_group import run_group_on_spark
 
 
-def _logs(tmp_path: Path, files: int, lines: int) -> str:
-    for f in range(files):
-        (tmp_path / f"app-{f}.log").write_text("".join(f"file {f} line {i}\n" for i in range(lines)))
-    return str(tmp_path / "*.log")
 
 
-def _topic_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True})
-    try:
-        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
-        return [json.loads(m.value())["payload"] for m in read_to_end(c, tps)]
-    finally:
-        c.close()
 
 
 def test_each_task_config_is_one_spark_task(spark, worker_props, kafka_bootstrap, unique, tmp_path):
     # Given 3 log files planned as 3 tasks in one group
-    config = {"name": f"spark-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 3, 200),
+    config = {"name": f"spark-{unique}", "connector.class": "FileStreamSource", "file": write_logs(tmp_path, 3, 200),
               "topic": f"spark-{unique}", "tasks.max": 3, "topic.creation.default.partitions": 3}
     plan = make_plan(config, WorkerConfig(worker_props, env={}))
     (group,) = plan["groups"]
@@ -47,12 +35,12 @@ def test_each_task_config_is_one_spark_task(spark, worker_props, kafka_bootstrap
     assert [t["task"] for t in result["tasks"]] == [0, 1, 2]
     assert sorted(t["spark_task"]["partition"] for t in result["tasks"]) == [0, 1, 2]
     assert all(t["records"] == 200 and len(t["partitions"]) == 1 for t in result["tasks"])
-    values = _topic_values(kafka_bootstrap, config["topic"], 3)
+    values = topic_payloads(kafka_bootstrap, config["topic"], 3)
     assert sorted(values) == sorted(f"file {f} line {i}" for f in range(3) for i in range(200))
 
 
 def test_a_failed_task_fails_the_group_but_not_its_siblings(spark, worker_props, unique, tmp_path):
-    config = {"name": f"sparkfail-{unique}", "connector.class": "FileStreamSource", "file": _logs(tmp_path, 2, 10),
+    config = {"name": f"sparkfail-{unique}", "connector.class": "FileStreamSource", "file": write_logs(tmp_path, 2, 10),
               "topic": f"sparkfail-{unique}", "tasks.max": 2}
     plan = make_plan(config, WorkerConfig(worker_props, env={}))
     (group,) = plan["groups"]
@@ -113,7 +101,7 @@ def test_spark_submit_to_a_standalone_master(standalone_master, worker_props, ka
     # Given a plan of 2 tasks
     logs = tmp_path / "logs"
     logs.mkdir()
-    config = {"name": f"standalone-{unique}", "connector.class": "FileStreamSource", "file": _logs(logs, 2, 100),
+    config = {"name": f"standalone-{unique}", "connector.class": "FileStreamSource", "file": write_logs(logs, 2, 100),
               "topic": f"standalone-{unique}", "tasks.max": 2, "topic.creation.default.partitions": 2}
     (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
     group_path = submit.write_json(group, str(tmp_path / "group.json"))
@@ -126,6 +114,6 @@ def test_spark_submit_to_a_standalone_master(standalone_master, worker_props, ka
     # Then the group result says both tasks copied their file, and Kafka has every line
     result = json.loads(Path(result_path).read_text())
     assert result["status"] == "ok" and result["records"] == 200
-    assert len(_topic_values(kafka_bootstrap, config["topic"], 2)) == 200
+    assert len(topic_payloads(kafka_bootstrap, config["topic"], 2)) == 200
     # And no secret or worker config was written next to the group file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["group.json", "logs", "result.json"]

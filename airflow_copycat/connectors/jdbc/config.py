@@ -74,13 +74,20 @@ def _table_types(key: str, value: Any) -> str | None:
     return f"unsupported table type(s) {bad}: use TABLE and/or VIEW" if bad else None
 
 
+def define_connection(config_def: ConfigDef) -> ConfigDef:
+    """``config_def`` with the database keys every JDBC connector shares (``connection.url``,
+    ``connection.user``, ``connection.password``); checked by :func:`connection_problems`."""
+    return (config_def
+            .define(CONNECTION_URL, ConfigType.STRING, None, importance="high",
+                    doc="The database: a SQLAlchemy URL, or a JDBC URL (jdbc:postgresql://host:port/db, "
+                        "jdbc:mysql://, jdbc:mariadb://, jdbc:sqlite:path).")
+            .define(CONNECTION_USER, ConfigType.STRING, None, importance="high", doc="The database user.")
+            .define(CONNECTION_PASSWORD, ConfigType.PASSWORD, None, importance="high",
+                    doc="The database password."))
+
+
 CONFIG_DEF = (
-    ConfigDef()
-    .define(CONNECTION_URL, ConfigType.STRING, None, importance="high",
-            doc="The database: a SQLAlchemy URL, or a JDBC URL (jdbc:postgresql://host:port/db, jdbc:mysql://, "
-                "jdbc:mariadb://, jdbc:sqlite:path).")
-    .define(CONNECTION_USER, ConfigType.STRING, None, importance="high", doc="The database user.")
-    .define(CONNECTION_PASSWORD, ConfigType.PASSWORD, None, importance="high", doc="The database password.")
+    define_connection(ConfigDef())
     .define(MODE, ConfigType.STRING, None, validator=one_of(*MODES), importance="high",
             doc="How each poll finds new rows: bulk (the whole table each run), incrementing (a strictly "
                 "increasing column), timestamp (a last-modified column), or timestamp+incrementing (both: "

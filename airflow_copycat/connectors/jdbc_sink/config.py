@@ -30,8 +30,8 @@ from typing import Any
 from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
 from airflow_copycat.connect.config import in_range, one_of
 
-from ..jdbc.config import (BATCH_ENABLED, CONNECTION_PASSWORD, CONNECTION_URL, CONNECTION_USER, _timezone,
-                           connection_problems)
+from ..jdbc.config import (BATCH_ENABLED, CONNECTION_USER, _timezone, connection_problems,
+                           define_connection)
 
 INSERT_MODE = "insert.mode"
 PK_MODE = "pk.mode"
@@ -74,12 +74,7 @@ def _quote(key: str, value: Any) -> str | None:
 
 
 CONFIG_DEF = (
-    ConfigDef()
-    .define(CONNECTION_URL, ConfigType.STRING, None, importance="high",
-            doc="The database: a SQLAlchemy URL, or a JDBC URL (jdbc:postgresql://host:port/db, jdbc:mysql://, "
-                "jdbc:mariadb://, jdbc:sqlite:path).")
-    .define(CONNECTION_USER, ConfigType.STRING, None, importance="high", doc="The database user.")
-    .define(CONNECTION_PASSWORD, ConfigType.PASSWORD, None, importance="high", doc="The database password.")
+    define_connection(ConfigDef())
     .define("connection.username", ConfigType.STRING, None, doc="Debezium's name of connection.user.")
     .define("topics", ConfigType.LIST, [], importance="high", doc="The topics to write.")
     .define("topics.regex", ConfigType.STRING, None, doc="Write every topic whose name matches this regex.")
