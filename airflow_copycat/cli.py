@@ -24,7 +24,10 @@ operator does (:mod:`airflow_copycat.runtime.submit`), sends it to a running Spa
 over Spark Connect with ``--remote sc://host:port`` or ``$SPARK_REMOTE`` (from this
 process, as the operator does with a ``spark_connect`` connection:
 :func:`spark_apps.connect.run_group_over_connect`), or runs it in this process
-with ``--in-process`` (:func:`airflow_copycat.runtime.executor.run_group`).
+with ``--in-process`` (:func:`airflow_copycat.runtime.executor.run_group`). While a
+group runs, ``run`` and ``copy`` print its progress to stderr every
+``progress.interval.ms`` of the worker (default 30 s) and, if they printed any, a
+last line of what it moved (:mod:`airflow_copycat.runtime.progress`).
 
 User errors (an invalid config, a missing file, Kafka out of reach) print one
 message to stderr and exit 1; ``--verbose`` adds tracebacks, the runtime's INFO
@@ -63,6 +66,7 @@ from .connect.assignment import canonical
 from .connect.errors import ConnectException
 from .runtime import connector_config
 from .runtime.connector_config import HIDDEN
+from .runtime.progress import SPARK_LINE_PREFIX
 from .runtime.worker import WorkerConfig, is_secret_key, load_properties
 
 PROG = "copycat"
@@ -384,7 +388,7 @@ class _SparkSubmitter:
         self.application = submit.application_path()
         self.py_files = submit.package_zip()
 
-    def __call__(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+    def __call__(self, group: dict, worker_props: dict, secrets: dict, progress=None) -> dict:
         submit = self.submit
         name = f"copycat-{group['connector']}-group-{group['group']}"
         gdir = tempfile.mkdtemp(prefix=f"group-{group['group']}-", dir=self.work_dir)
@@ -408,6 +412,8 @@ class _SparkSubmitter:
             tail.append(line.rstrip("\n"))
             if self.verbose:
                 _err(line.rstrip("\n"))
+            elif line.startswith(SPARK_LINE_PREFIX) and progress is not None:  # the driver's: Spark's tasks, no Kafka
+                progress.relay(line[len(SPARK_LINE_PREFIX):].rstrip("\n"))
         rc = proc.wait()
         if os.path.exists(result_path):
             with open(result_path, encoding="utf-8") as f:
@@ -439,9 +445,10 @@ class _SparkConnectRunner:
     def mode(self) -> str:
         return f"Spark Connect {self.connect.display_url(self.url)}"
 
-    def __call__(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+    def __call__(self, group: dict, worker_props: dict, secrets: dict, progress=None) -> dict:
         try:
-            return self.connect.run_group_over_connect(self.url, group, worker_props, secrets, self.conf)
+            return self.connect.run_group_over_connect(self.url, group, worker_props, secrets, self.conf,
+                                                       spark_progress=progress.spark if progress else None)
         except Exception as e:  # noqa: BLE001 -- the server, the network or the job as a whole: the group fails
             if self.verbose:
                 _err(traceback.format_exc().rstrip())
@@ -491,13 +498,33 @@ def _group_runner(args: argparse.Namespace, spark_conf: dict[str, str], work_dir
     if args.in_process:
         from .runtime.executor import run_group
 
-        return run_group, "in process"
+        def in_process(group: dict, worker_props: dict, secrets: dict, progress=None) -> dict:
+            return run_group(group, worker_props, secrets, listener=progress.record if progress else None)
+
+        return in_process, "in process"
     remote = args.remote or (None if args.master else os.environ.get(REMOTE_ENV))
     if remote:
         runner = _SparkConnectRunner(remote, spark_conf, args.verbose)
         return runner, runner.mode
     master = args.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     return _SparkSubmitter(master, spark_conf, work_dir, args.verbose), f"spark-submit --master {master}"
+
+
+def _run_groups(runner, args: argparse.Namespace, groups: list[dict], worker_props: dict, secrets: dict) -> list[dict]:
+    """Run each group with ``runner``, printing its progress to stderr every ``progress.interval.ms``
+    of the worker (default 30 s) while it runs, and its final line when it printed any
+    (:mod:`airflow_copycat.runtime.progress`)."""
+    from .runtime.progress import GroupProgress
+
+    results = []
+    for group in groups:
+        progress = GroupProgress(group, worker_props, _err, local=bool(args.in_process))
+        with progress:
+            result = runner(group, progress.task_props, secrets, progress)
+        if progress.lines:
+            _err(progress.final_line(result))
+        results.append(result)
+    return results
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -528,7 +555,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.verbose:
                 _err(f"{c.name}: {len(plan['partitions'])} partition(s), "
                      f"{sum(len(g['tasks']) for g in plan['groups'])} task(s) in {len(plan['groups'])} group(s)")
-            results = [runner(group, worker_props, c.secrets()) for group in plan["groups"]]
+            results = _run_groups(runner, args, plan["groups"], worker_props, c.secrets())
             summary = summarize(plan, results)
             summary["duration_s"] = round(time.monotonic() - started, 3)
             if summary["status"] != "ok":
@@ -566,7 +593,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
                  f"{sum(len(g['tasks']) for g in plan['groups'])} task(s); plan {plan['plan_url']}")
         runner, mode = _group_runner(args, spark_conf, work_dir)
         secrets = {k: raw[k] for k in copy_job.secret_keys(raw) if raw.get(k) not in (None, "")}
-        results = [runner(group, worker_props, secrets) for group in plan["groups"]]
+        results = _run_groups(runner, args, plan["groups"], worker_props, secrets)
         summary = copy_job.publish_copy(plan, results, raw)
         summary["duration_s"] = round(time.monotonic() - started, 3)
         summary["mode"] = mode

@@ -37,7 +37,7 @@ import contextlib
 import re
 import socket
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 REMOTE_ENV = "SPARK_REMOTE"
@@ -136,13 +136,17 @@ class Cancel:
 
 def run_group_over_connect(url: str, group: dict, worker_props: Mapping[str, Any],
                            secrets: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
-                           cancel: Cancel | None = None) -> dict:
+                           cancel: Cancel | None = None,
+                           spark_progress: Callable[[int, int, int], None] | None = None) -> dict:
     """Run one task group on the Spark Connect server at ``url``, one Spark task per task config,
     and return the group result. Raises if the server cannot be reached or the job fails as a
-    whole (a failed task only fails its own result), or was interrupted through ``cancel``."""
+    whole (a failed task only fails its own result), or was interrupted through ``cancel``.
+    ``spark_progress(done, total, running)``: the job's tasks, from the session's progress
+    handler, while it runs (see :func:`spark_apps.task_group.run_group_on_spark`)."""
     from .task_group import _job_tag, run_group_on_spark
 
     with remote_session(url, conf) as spark:
         if cancel is not None:
             cancel.attach(spark, _job_tag(group))
-        return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}))
+        return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}),
+                                  spark_progress=spark_progress)

@@ -38,17 +38,26 @@ pyspark would broadcast a function through a temporary file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable
 
 from airflow_copycat.runtime.submit import SECRETS_ENV, WORKER_ENV
 
 
-def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | None = None) -> dict:
+def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | None = None,
+                       spark_progress: Callable[[int, int, int], None] | None = None) -> dict:
     """Run ``group``'s tasks on ``spark`` (a classic or a Spark Connect session), one Spark
     task per task config, and return the group result (tasks in task order).
+
+    ``spark_progress(done, total, running)``: Spark's view of the job's tasks while it runs,
+    from the Spark Connect progress handler, or from the status tracker of a classic session
+    (polled every second); called from another thread. The tasks' own progress (records, bytes)
+    travels apart from Spark (:mod:`airflow_copycat.runtime.progress`).
 
     A task that fails reports ``status: failed`` in its result; the others still run.
     Raises if the Spark job itself fails (a Python worker crashed, the server went away)
@@ -86,11 +95,15 @@ def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | N
     frame = spark.range(0, n, 1, numPartitions=n).selectExpr(f"element_at(array({configs}), CAST(id AS INT) + 1) AS task")
     tag = _job_tag(group)
     spark.addTag(tag)
+    description = f"copycat {group['connector']} group {group['group']}: {n} task(s)"
     if not _is_connect(spark):
-        spark.sparkContext.setJobDescription(f"copycat {group['connector']} group {group['group']}: {n} task(s)")
+        spark.sparkContext.setJobGroup(tag, description)  # the status tracker finds the job by its group
+    stop_watching = _watch_spark(spark, tag, spark_progress) if spark_progress is not None else None
     try:
         rows = frame.mapInArrow(run_tasks, "result string").collect()
     finally:
+        if stop_watching is not None:
+            stop_watching()
         spark.removeTag(tag)
     results = sorted((json.loads(r["result"]) for r in rows), key=lambda r: r["task"])
     ran, planned = [r["task"] for r in results], sorted(t["task"] for t in tasks)
@@ -98,6 +111,50 @@ def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | N
         raise RuntimeError(f"group {group['group']} of {group['connector']}: Spark returned results of tasks {ran}, "
                            f"the group has tasks {planned}")
     return group_result(group, results)
+
+
+def _watch_spark(spark, tag: str, report: Callable[[int, int, int], None]) -> Callable[[], None]:
+    """Feed ``report(done, total, running)`` from Spark while the group's job runs; returns
+    the function that stops it. Spark Connect: a progress handler of the session (the server
+    sends progress every couple of seconds). Classic: a thread polling the status tracker
+    for the stages of the job group ``tag``."""
+    if _is_connect(spark):
+        from pyspark.sql.connect.shell.progress import ProgressHandler
+
+        class _Handler(ProgressHandler):
+            def __call__(self, stages, inflight_tasks, operation_id, done):
+                stages = list(stages or [])
+                if stages:
+                    report(sum(s.num_completed_tasks for s in stages), sum(s.num_tasks for s in stages),
+                           int(inflight_tasks or 0))
+
+        handler = _Handler()
+        spark.registerProgressHandler(handler)
+        return lambda: spark.removeProgressHandler(handler)
+
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(1.0):
+            try:
+                stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(tag)
+                          for s in (getattr(tracker.getJobInfo(j), "stageIds", None) or [])]
+                stages = [s for s in stages if s is not None]
+                if stages:
+                    report(sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages),
+                           sum(s.numActiveTasks for s in stages))
+            except Exception:  # noqa: BLE001 -- a status read while the context stops: progress only
+                pass
+
+    thread = threading.Thread(target=poll, daemon=True, name=f"copycat-spark-progress-{tag}")
+    thread.start()
+
+    def stop_polling() -> None:
+        stop.set()
+        thread.join(5)
+
+    return stop_polling
 
 
 def _job_tag(group: dict) -> str:
@@ -133,6 +190,25 @@ def _read(path: str) -> dict:
         return json.load(f)
 
 
+@contextlib.contextmanager
+def _driver_progress(group: dict, worker_props: dict):
+    """The driver's own progress lines (Spark's tasks done of total, prefixed ``copycat progress:``,
+    on stdout, which the Spark provider copies into the task log), when the runner asked for
+    progress and the tasks have no Kafka to report their records to -- a copy job without a
+    worker config. With Kafka, the runner logs the tasks' records and counts itself."""
+    from airflow_copycat.runtime import progress as runtime_progress
+
+    if not worker_props.get(runtime_progress.RUN_KEY) or worker_props.get("bootstrap.servers"):
+        yield None
+        return
+
+    def say(line: str) -> None:
+        print(runtime_progress.SPARK_LINE_PREFIX + line, flush=True)
+
+    with runtime_progress.GroupProgress(group, worker_props, say, kafka=False) as progress:
+        yield progress
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--group", required=True, help="path or URL of the task group JSON")
@@ -146,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     secrets = json.loads(os.environ.get(SECRETS_ENV) or "{}")
     spark = SparkSession.builder.appName(f"copycat-{group['connector']}-group-{group['group']}").getOrCreate()
     try:
-        result = run_group_on_spark(spark, group, worker_props, secrets)
+        with _driver_progress(group, worker_props) as progress:
+            result = run_group_on_spark(spark, group, worker_props, secrets,
+                                        spark_progress=progress.spark if progress is not None else None)
     finally:
         spark.stop()
     _write(args.result, result)

@@ -123,22 +123,26 @@ class CopycatCopyPublishOperator(BaseOperator):
 def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None = None,
                     spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                     max_tasks: int | None = None, max_groups: int | None = None, in_process: bool = False,
-                    run_kwargs: dict[str, Any] | None = None) -> TaskGroup:
+                    worker_config: dict[str, Any] | None = None, run_kwargs: dict[str, Any] | None = None) -> TaskGroup:
     """A task group that runs one copy job: ``plan`` -> ``run`` (mapped: one task instance
     and one Spark job per task group) -> ``publish``. Values of ``copy_config``
     may be templates (``{{ data_interval_start }}``). ``spark_conn_id`` names a ``spark``
     connection (each group through spark-submit) or a ``spark_connect`` connection (each
     group on that running Spark over Spark Connect), as for
-    :class:`~airflow_copycat.operators.run.CopycatRunTaskGroupOperator`. ``run_kwargs`` go
-    to every run task instance (``retries``, ``pool``...). Use inside ``with DAG(...)``."""
+    :class:`~airflow_copycat.operators.run.CopycatRunTaskGroupOperator`. ``worker_config``: worker
+    keys of the run tasks -- a copy needs no Kafka, but ``progress.interval.ms`` sets how often the
+    task log shows progress, and ``bootstrap.servers`` (with its security keys) lets the copy tasks
+    on Spark report their files and bytes through the status topic
+    (:mod:`airflow_copycat.runtime.progress`). ``run_kwargs`` go to every run task instance
+    (``retries``, ``pool``...). Use inside ``with DAG(...)``."""
     raw = load_connector_config(copy_config) if not isinstance(copy_config, dict) else copy_config
     name = str(load_connector_config(raw).get("name") or group_id or "copy")
     with TaskGroup(group_id=group_id or name) as group:
         plan = CopycatCopyPlanOperator(task_id="plan", copy_config=raw, max_tasks=max_tasks, max_groups=max_groups)
         run = CopycatRunTaskGroupOperator.partial(
             map_index_template=MAP_INDEX_TEMPLATE,
-            task_id="run", connector_config=raw, kafka_conn_id=None, spark_conn_id=spark_conn_id,
-            spark_conf=spark_conf, in_process=in_process, **(run_kwargs or {}),
+            task_id="run", connector_config=raw, kafka_conn_id=None, worker_config=worker_config,
+            spark_conn_id=spark_conn_id, spark_conf=spark_conf, in_process=in_process, **(run_kwargs or {}),
         ).expand(group=plan.output)
         publish = CopycatCopyPublishOperator(task_id="publish", copy_config=raw, plan_task_id=plan.task_id,
                                              run_task_id=run.task_id, name=name)

@@ -17,6 +17,7 @@ from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
+from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
 from .masking import connector_secrets
 
@@ -46,6 +47,14 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     Returns the group result (XCom); fails if any task failed, after the others
     finished, so a retry of this task instance re-runs the group from committed offsets.
+
+    While the group runs, the task log shows a progress line every ``progress.interval.ms``
+    of the worker config (default 30 s): tasks done of total, records (files, for a copy
+    job) and bytes so far, read from the tasks' progress records on the status topic
+    (``status.storage.topic``) or, in process, straight from the tasks; then one line of
+    what the group moved in all (:mod:`airflow_copycat.runtime.progress`). A copy job has no
+    Kafka: over Spark Connect the lines show Spark's tasks done of total, through
+    spark-submit the driver prints them.
 
     :param group: one group of a plan (usually mapped: ``.expand(group=plan.output)``). (templated)
     :param connector_config: the connector config the plan was made from; only its
@@ -102,12 +111,15 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             self.worker_config)
         self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
-        if self.in_process:
-            result = run_group(group, worker_props, secrets)
-        elif self._spark_conn_type() == "spark_connect":
-            result = self._run_over_connect(group, worker_props, secrets)
-        else:
-            result = self._submit(group, worker_props, secrets)
+        progress = GroupProgress(group, worker_props, self._log_progress, local=self.in_process)
+        with progress:
+            if self.in_process:
+                result = run_group(group, progress.task_props, secrets, listener=progress.record)
+            elif self._spark_conn_type() == "spark_connect":
+                result = self._run_over_connect(group, progress.task_props, secrets, progress)
+            else:
+                result = self._submit(group, progress.task_props, secrets)
+        self.log.info("%s", progress.final_line(result))
         for t in result["tasks"]:
             if group["kind"] == "copy":
                 self.log.info("task %s: %s, %s file(s) copied, %s bytes, %s reused from staging, %s failed, %.1fs%s%s",
@@ -125,6 +137,9 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             context["ti"].xcom_push(key="failed_result", value=result)
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
+
+    def _log_progress(self, line: str) -> None:
+        self.log.info("%s", line)
 
     def on_kill(self) -> None:
         """The task was cleared, marked failed or timed out: stop its Spark work. spark-submit: the Spark
@@ -158,7 +173,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
         return SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master") or "local[*]"
 
-    def _run_over_connect(self, group: dict, worker_props: dict, secrets: dict) -> dict:
+    def _run_over_connect(self, group: dict, worker_props: dict, secrets: dict, progress: GroupProgress) -> dict:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
         from spark_apps.connect import display_url, run_group_over_connect
@@ -170,7 +185,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         self._cancel = Cancel()
         try:
             return run_group_over_connect(url, group, worker_props, secrets, conf=self.spark_conf,
-                                          cancel=self._cancel)
+                                          cancel=self._cancel, spark_progress=progress.spark)
         except Exception as e:  # the server, the network or the job as a whole: this try fails, a retry reruns it
             raise AirflowException(f"group {group['group']} of {group['connector']} failed over Spark Connect at "
                                    f"{display_url(url)}: {type(e).__name__}: {e}") from e

@@ -43,6 +43,7 @@ from ..connect.errors import ConfigException
 from ..distcp import config as copy_config
 from ..distcp.model import PLAN_FORMAT, CopyableFile, Staging, WorkUnit
 from .connector_config import load_connector_config, redact
+from .progress import TaskProgress
 
 log = logging.getLogger("airflow_copycat.distcp")
 
@@ -244,9 +245,10 @@ def _load_plan(url: str, options: dict) -> dict:
         return json.loads(f.read())
 
 
-def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
+def run_copy_task(task: Mapping[str, Any], *, progress: TaskProgress | None = None) -> dict[str, Any]:
     """Copy the work units of one task of a copy plan into staging. Returns the task result;
-    a failure is reported in it, never raised."""
+    a failure is reported in it, never raised. ``progress``: watches the files copied and the
+    source bytes done so far (units reused or failed included) once the units are loaded."""
     from ..distcp.inflight import copy_units
     from .result import TaskStats
 
@@ -263,14 +265,18 @@ def run_copy_task(task: Mapping[str, Any]) -> dict[str, Any]:
         units = [WorkUnit.from_dict(u) for u in units]
         total = sum(unit.bytes for unit in units)
         logged = [0]  # the task's bytes at the last progress line
+        seen = [0]  # the task's source bytes so far
+        if progress is not None:
+            progress.watch(lambda: (out["files"], seen[0]))
 
-        def progress(n: int) -> None:  # n: the task's bytes so far (called by one copying thread at a time)
+        def on_bytes(n: int) -> None:  # n: the task's bytes so far (called by one copying thread at a time)
+            seen[0] = n
             if n - logged[0] >= _PROGRESS_EVERY:
                 logged[0] = n
                 log.info("copy %s task %s: %.0f of %.0f MiB (%.0f%%)", stats.connector, stats.task,
                          n / 2**20, total / 2**20, 100.0 * n / max(total, 1))
 
-        for unit, r in copy_units(units, src_fs, tgt_fs, staging, values, progress=progress):
+        for unit, r in copy_units(units, src_fs, tgt_fs, staging, values, progress=on_bytes):
             d = datasets.setdefault(unit.file.dataset, {"files": 0, "bytes": 0, "reused": 0, "bytes_reused": 0,
                                                         "failed": 0})
             if r["status"] == "failed":

@@ -3,35 +3,50 @@ and what ``in_process`` mode does for a whole group."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import connector_config
+from .progress import task_progress
 from .result import group_result
 from .worker import WorkerConfig
 
 
 def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
-             secrets: Mapping[str, Any] | None = None) -> dict:
+             secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None) -> dict:
     """Run one task of a plan (``kind``: source, sink, or copy). ``secrets`` (config keys ->
-    values) replace the ``[hidden]`` values the plan carries."""
+    values) replace the ``[hidden]`` values the plan carries.
+
+    When the runner asked for progress (``worker_props`` carry the run id of
+    :class:`~.progress.GroupProgress`), the task publishes its progress while it runs: to
+    ``listener`` (the runner is this process), else to the worker's status topic."""
     task = dict(task)
     task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
-    if kind == "copy":  # a Distcp job's task: no Kafka
-        from .copy_job import run_copy_task
+    progress = task_progress(task, kind, worker_props, listener)
+    result = None
+    try:
+        if kind == "copy":  # a Distcp job's task: no Kafka
+            from .copy_job import run_copy_task
 
-        return run_copy_task(task)
-    worker = WorkerConfig(worker_props, env={})
-    if kind == "source":  # imported here: a copy job's process needs neither loop (nor pyarrow, Kafka clients)
-        from .source import run_source_task
+            result = run_copy_task(task, progress=progress)
+            return result
+        worker = WorkerConfig(worker_props, env={})
+        if kind == "source":  # imported here: a copy job's process needs neither loop (nor pyarrow, Kafka clients)
+            from .source import run_source_task
 
-        return run_source_task(task, worker)
-    from .sink import run_sink_task
+            result = run_source_task(task, worker, progress=progress)
+            return result
+        from .sink import run_sink_task
 
-    return run_sink_task(task, worker)
+        result = run_sink_task(task, worker, progress=progress)
+        return result
+    finally:
+        if progress is not None:
+            progress.close(result)
 
 
 def run_group(group: Mapping[str, Any], worker_props: Mapping[str, Any],
-              secrets: Mapping[str, Any] | None = None) -> dict:
-    """Run every task of ``group`` one after the other in this process."""
-    results = [run_task(t, group["kind"], worker_props, secrets) for t in group["tasks"]]
+              secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None) -> dict:
+    """Run every task of ``group`` one after the other in this process; ``listener`` gets the
+    tasks' progress records (see :func:`run_task`)."""
+    results = [run_task(t, group["kind"], worker_props, secrets, listener=listener) for t in group["tasks"]]
     return group_result(dict(group), results)

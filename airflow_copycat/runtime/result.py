@@ -70,6 +70,12 @@ class TaskStats:
             }
         return entry
 
+    def progress(self) -> tuple[int, int]:
+        """``(records, bytes)`` counted so far; safe to call from another thread while the task runs
+        (:class:`~.progress.TaskProgress` reads it every few seconds)."""
+        parts = list(self.partitions.values())
+        return sum(p["records"] for p in parts), sum(p["bytes"] for p in parts)
+
     def fail(self, error: BaseException) -> None:
         self.status = "failed"
         self.error = f"{type(error).__name__}: {error}"

@@ -43,6 +43,7 @@ from ..connect.sink_batch import SinkBatch
 from ..connect.task import SinkTask, SinkTaskContext
 from . import plugins
 from .errors import ErrorHandler
+from .progress import TaskProgress
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
 from .settings import FrameworkSettings
@@ -104,8 +105,9 @@ class SinkRun:
     """One bounded run of one sink task config (``{"task": id, "config": {...}}``); see the module
     docstring. :meth:`run` returns the task result; failures are reported in it, not raised."""
 
-    def __init__(self, task: Mapping[str, Any], worker: WorkerConfig):
+    def __init__(self, task: Mapping[str, Any], worker: WorkerConfig, progress: TaskProgress | None = None):
         self.worker = worker
+        self.progress = progress
         self.config = dict(task["config"])
         self.settings = FrameworkSettings.of(self.config)
         self.name = self.settings.name
@@ -129,6 +131,8 @@ class SinkRun:
     def run(self) -> dict:
         try:
             self.start()
+            if self.progress is not None:
+                self.progress.watch(self.stats.progress)
             self.loop()
             self.finish()
         except Exception as e:
@@ -398,7 +402,8 @@ class SinkRun:
             self.committed.update(safe)
 
 
-def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig) -> dict:
+def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig, *, progress: TaskProgress | None = None) -> dict:
     """Run one sink task config (``{"task": id, "config": {...}}``) for one bounded run.
-    Returns the task result; failures are reported in it, not raised."""
-    return SinkRun(task, worker).run()
+    Returns the task result; failures are reported in it, not raised. ``progress``: watches
+    the run's counts once it has started."""
+    return SinkRun(task, worker, progress).run()

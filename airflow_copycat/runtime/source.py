@@ -58,6 +58,7 @@ from .batch_producer import BatchProducer, produce, produce_options
 from .errors import ErrorHandler
 from .kafka import admin_client, ensure_topic, existing_topics
 from .offsets import OffsetStore, SnapshotOffsetReader, offset_store
+from .progress import TaskProgress
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
 from .sender import Sender
@@ -88,21 +89,24 @@ class _Context(SourceTaskContext):
         self.skipped.append((next_sequence(), source_partition, source_offset))
 
 
-def run_source_task(task: dict, worker: WorkerConfig, *, store: OffsetStore | None = None) -> dict:
+def run_source_task(task: dict, worker: WorkerConfig, *, store: OffsetStore | None = None,
+                    progress: TaskProgress | None = None) -> dict:
     """Run one source task config (``{"task": id, "config": {...}}``) for one bounded run.
 
     Returns the task result (see :mod:`.result`); a failure is reported in the
     result (``status: failed``), never raised, so one task's failure does not hide
-    the others' results.
+    the others' results. ``progress``: watches the run's counts once it has started.
     """
-    return SourceRun(task, worker, store).run()
+    return SourceRun(task, worker, store, progress).run()
 
 
 class SourceRun:
     """One bounded run of one source task; see the module docstring for its steps."""
 
-    def __init__(self, task: dict, worker: WorkerConfig, store: OffsetStore | None = None):
+    def __init__(self, task: dict, worker: WorkerConfig, store: OffsetStore | None = None,
+                 progress: TaskProgress | None = None):
         self.config = dict(task["config"])
+        self.progress = progress
         self.settings = FrameworkSettings.of(self.config)
         self.name = self.settings.name
         self.worker = worker
@@ -129,6 +133,8 @@ class SourceRun:
         stats = self.stats
         try:
             self.start()
+            if self.progress is not None:
+                self.progress.watch(stats.progress)
             self.loop()
             self.commit()
             stats.errors, stats.dead_lettered = self.handler.count, self.handler.dlq_count
@@ -254,6 +260,7 @@ class SourceRun:
             self.producer.flush(30)
         self.store.close()
         stats.retries = self.retry.retries
+        stats.metrics = dict(getattr(self.task, "metrics", None) or {})  # what the task counted (as a sink's)
         stats.duration_s = None
 
     # ---------------------------------------------------------------- the steps

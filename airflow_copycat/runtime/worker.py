@@ -7,7 +7,8 @@ default ``key.converter`` / ``value.converter`` (and their ``*.converter.*``
 settings), offset storage (``offset.storage.topic``, or
 ``offset.storage.file.filename`` for standalone use), ``offset.flush.interval.ms``,
 ``exactly.once.source.support`` (``enabled`` makes every source transactional, see
-:mod:`.transactions`) and per-client overrides (``producer.*``, ``consumer.*``, ``admin.*``).
+:mod:`.transactions`), progress (``progress.interval.ms``, ``status.storage.topic``, see
+:mod:`.progress`) and per-client overrides (``producer.*``, ``consumer.*``, ``admin.*``).
 
 Environment variables override the file: ``COPYCAT_BOOTSTRAP_SERVERS`` sets
 ``bootstrap.servers`` (upper case, ``.`` -> ``_``; ``__`` -> ``.`` is not needed

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 
+from tests.support.progress_lines import Line, final_line
+
 
 def test_copy_dag_publishes_datasets_reports_them_and_announces_each(make_copy_dag, run_dag, tmp_path, unique):
     # Given a source tree of two datasets, one date-partitioned, and a DAG copying it in process
@@ -32,6 +34,8 @@ def test_copy_dag_publishes_datasets_reports_them_and_announces_each(make_copy_d
     assert [(e["uri"], e["extra"]["files"], e["aliases"]) for e in events] == [
         (f"{dst}/orders", 1, [f"copycat/mirror-{unique}"])]
     assert "dataset orders: published" in result.log
+    # And the run task's log ended its progress with what the group copied
+    assert final_line(result.log, 0, f"mirror-{unique}", unit="files") == Line(1, 1, 1)
 
     # When a run covers every date, Then the other day is added and the first one is found up to date
     result = run_dag(dag, run_conf={"start": "2026-01-01", "end": "2027-01-01"})

@@ -9,6 +9,7 @@ import pytest
 from airflow.sdk.log import redact
 
 from tests.support.airflow_connectors import fingerprint
+from tests.support.progress_lines import Line, final_line, progress_lines
 
 pytestmark = pytest.mark.slow
 
@@ -80,3 +81,27 @@ def test_a_copy_job_with_a_spark_connect_connection(make_copy_dag, run_dag, spar
     summary = result.xcom(f"connect-copy-{unique}.publish")
     assert summary["status"] == "ok" and sorted(summary["published"]) == ["orders", "users"]
     assert (dst / "orders" / "a.csv").read_text() == "orders/a.csv\n" * 20
+
+
+def test_the_task_log_shows_progress_read_from_the_executors_over_spark_connect(
+        make_dag, run_dag, spark_connect_conn, unique, test_worker_config):
+    # Given a source of two tasks that take a second or two each on the server's executors, and a worker config
+    # asking for progress every 0.5 s on a status topic of this test
+    name = f"connect-progress-{unique}"
+    config = {"name": name, "connector.class": "tests.support.connectors:PacedSource", "topic": name,
+              "counters": 2, "count": 150, "batch": 10, "pause.ms": 100, "tasks.max": 2}
+    worker_config = dict(test_worker_config, **{"progress.interval.ms": 500,
+                                                "status.storage.topic": f"copycat-status-{unique}"})
+    dag = make_dag(f"connect_progress_{unique}", config, worker_config=worker_config, spark_conn_id=spark_connect_conn)
+    # When it runs over Spark Connect
+    result = run_dag(dag)
+    # Then the task log showed the records the executors published while they ran, growing, and tasks done of total
+    assert result.state == "success", result.states()
+    lines = progress_lines(result.log, 0, name)
+    assert len(lines) >= 2, result.log[-5000:]
+    counts = [line.count for line in lines]
+    assert counts == sorted(counts) and any(0 < c < 300 for c in counts), counts
+    assert {line.total for line in lines} == {2} and lines[0].done < 2, lines
+    # And a last line with what the group moved, as its result says
+    assert result.xcom(f"{name}.run", map_index=0)["records"] == 300
+    assert final_line(result.log, 0, name) == Line(2, 2, 300)

@@ -11,6 +11,7 @@ from airflow.sdk.log import redact
 from airflow_copycat.runtime import submit
 from airflow_copycat.runtime.connector_config import HIDDEN
 from tests.support.airflow_connectors import fingerprint
+from tests.support.progress_lines import Line, final_line, progress_lines
 
 SOURCE = "FileStreamSource"
 
@@ -268,3 +269,25 @@ def test_replanning_keeps_files_on_their_task_across_runs(
     assert assignment(second) == [["b.log"], ["c.log"]]
     assert assignment(third) in ([["a.log", "b.log"], ["c.log"]], [["b.log"], ["a.log", "c.log"]])
     assert third.xcom(f"{group}.finish")["records"] == 1
+
+
+def test_the_task_log_shows_progress_while_the_group_runs_in_process(make_dag, run_dag, unique, test_worker_config):
+    # Given a source whose two tasks take about a second each, and a worker config asking for progress every 0.3 s
+    name = f"progress-{unique}"
+    config = {"name": name, "connector.class": "tests.support.connectors:PacedSource", "topic": name,
+              "counters": 2, "count": 80, "batch": 10, "pause.ms": 100, "tasks.max": 2}
+    dag = make_dag(f"progress_{unique}", config, in_process=True,
+                   worker_config=dict(test_worker_config, **{"progress.interval.ms": 300}))
+    # When it runs
+    result = run_dag(dag)
+    # Then the run task's log showed progress while it ran: records growing, tasks done of total
+    assert result.state == "success", result.states()
+    lines = progress_lines(result.log, 0, name)
+    assert len(lines) >= 2, result.log[-5000:]
+    counts = [line.count for line in lines]
+    assert counts == sorted(counts) and any(0 < c < 160 for c in counts), counts
+    assert {line.total for line in lines} == {2} and any(line.done == 1 for line in lines), lines
+    # And a last line with what the group moved, as its result says
+    run_result = result.xcom(f"{name}.run", map_index=0)
+    assert run_result["records"] == 160
+    assert final_line(result.log, 0, name) == Line(2, 2, 160)

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from airflow_copycat import cli
 from airflow_copycat.runtime.kafka import read_to_end
+from tests.support.progress_lines import Line, final_line, progress_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 COPYCAT = Path(sys.executable).parent / "copycat"
@@ -229,6 +230,28 @@ def test_run_in_process_copies_lines_then_only_appended_ones(capsys, kafka_boots
     assert rc == 0 and [e["connector"] for e in offset_lines(out)] == [name]
 
 
+def test_run_prints_progress_while_the_group_runs(capsys, kafka_bootstrap, tmp_path, unique):
+    # Given a source whose two tasks take about a second each, and a worker asking for progress every 0.3 s
+    worker = write_worker(tmp_path / "worker.properties", **{
+        "bootstrap.servers": kafka_bootstrap, "offset.storage.topic": f"copycat-offsets-{unique}",
+        "offset.storage.partitions": 3, "progress.interval.ms": 300})
+    name = f"paced-{unique}"
+    config = json.dumps({"name": name, "connector.class": "tests.support.connectors:PacedSource",
+                         "topic": name, "counters": 2, "count": 80, "batch": 10, "pause.ms": 100, "tasks.max": 2})
+    # When it runs in process
+    rc, out, err = run_cli(capsys, "run", "-w", worker, config, "--in-process")
+    # Then stderr showed its progress while it ran: records growing, tasks done of total
+    assert rc == 0, out + err
+    lines = progress_lines(err, 0, name)
+    assert len(lines) >= 2, err
+    counts = [line.count for line in lines]
+    assert counts == sorted(counts) and counts[0] < counts[-1], err
+    assert {line.total for line in lines} == {2} and lines[0].done < 2 and any(line.done == 1 for line in lines), err
+    # And a last line with what the group moved, as the summary says
+    assert final_line(err, 0, name) == Line(2, 2, 160)
+    assert out.startswith(f"{name} (source): ok, 160 records, ")
+
+
 def test_offsets_set_rewinds_and_delete_restarts(capsys, kafka_bootstrap, worker_file, source_config,
                                                  lines_file, unique):
     topic, name = f"lines-{unique}", f"lines-{unique}"
@@ -371,11 +394,25 @@ def _java_home(monkeypatch) -> None:
 def test_run_with_spark_submit(capsys, monkeypatch, kafka_bootstrap, worker_file, source_config, lines_file, unique):
     _java_home(monkeypatch)
     topic, name = f"lines-{unique}", f"lines-{unique}"
+    status = f"copycat-status-{unique}"
+    with open(worker_file, "a") as f:  # progress every 0.5 s, on a status topic of this test
+        f.write(f"progress.interval.ms=500\nstatus.storage.topic={status}\nstatus.storage.partitions=1\n")
     rc, out, err = run_cli(capsys, "run", "-w", worker_file, source_config, "--master", "local[2]",
                            "--spark-conf", "spark.executor.memory=512m")
     assert rc == 0, out + err
     assert out.startswith(f"{name} (source): ok, 3 records, ") and "spark-submit --master local[2]" in out
     assert topic_values(kafka_bootstrap, topic) == ["a1", "a2", "a3"]
+    # Progress showed while the application ran, then its last line; the Spark task published its own
+    # progress records to the status topic, from the executor, ending with its result's counts
+    assert len(progress_lines(err, 0, name)) >= 2, err
+    assert final_line(err, 0, name) == Line(1, 1, 3)
+    c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "cli-check", "enable.partition.eof": True})
+    try:
+        published = [json.loads(m.value()) for m in read_to_end(c, [TopicPartition(status, 0, 0)])]
+    finally:
+        c.close()
+    assert [(r["state"], r["records"]) for r in published][-1] == ("done", 3)
+    assert {r["connector"] for r in published} == {name} and published[0]["state"] == "running"
     # The offsets the Spark task committed are where the next (in-process) run continues
     with open(lines_file, "a") as f:
         f.write("a4\n")

@@ -82,3 +82,31 @@ class JsonFileSinkTask(SinkTask):
                 for row in self.buf:
                     f.write(json.dumps(row) + "\n")
         self.buf = []
+
+
+class PacedSource(SourceConnector):
+    """Like :class:`CountingSource`, but each poll first waits ``pause.ms``: a run that lasts long
+    enough to report progress (``count`` records per counter, ``batch`` per poll)."""
+
+    config_def = (ConfigDef().define("topic", ConfigType.STRING).define("counters", ConfigType.INT, 2)
+                  .define("count", ConfigType.INT, 100).define("batch", ConfigType.INT, 10)
+                  .define("pause.ms", ConfigType.INT, 100))
+
+    def partitions(self):
+        return [{"counter": f"c{i}"} for i in range(self.config["counters"])]
+
+    def task_class(self):
+        return PacedTask
+
+
+class PacedTask(CountingTask):
+    def start(self, config):
+        config = dict(config, **{"fail.at": -1})
+        super().start(config)
+        self.pause = int(config.get("pause.ms", 100)) / 1000.0
+
+    def poll(self):
+        import time
+
+        time.sleep(self.pause)
+        return super().poll()
