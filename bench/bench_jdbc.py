@@ -52,7 +52,9 @@ missing or holds another row count. Kafka: the embedded broker, or
   those new rows (``WHERE id > last``). ``jdbc_incremental_10k_spark_connect``:
   a Spark Connect server (``local[2]``, started untimed) serves one untimed run,
   then 10k more rows are copied through it (plan + ``run_group_over_connect``: a
-  new session, the package as an artifact, the job), against the spark-submit run.
+  new client attaching to the session the untimed run left, as the next scheduled
+  run of the same build does, the package artifact checked, the job), against the
+  spark-submit run.
 
 Every connector run writes a fresh topic of ``--partitions`` partitions
 (default 4) and is verified: the topic holds exactly the table's (or the

@@ -25,8 +25,10 @@ What travels, and how:
 * **The URL's token** authenticates the channel; :func:`display_url` shows a URL
   with it hidden.
 
-Each group gets a session of its own, tagged ``copycat-<connector>-group-<n>``,
-released when the group ends. The server must not run speculative task
+Groups run in a session shared by the clients that run the same build of the
+package with the same settings (:func:`remote_session`), so a run finds the Python
+workers an earlier one started; each group's operations are tagged
+``copycat-<connector>-group-<n>`` (what :class:`Cancel` interrupts). The server must not run speculative task
 attempts (two attempts of one task would copy the same partitions at once):
 a server with ``spark.speculation=true`` is refused.
 """
@@ -34,9 +36,13 @@ a server with ``spark.speculation=true`` is refused.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import socket
+import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -54,11 +60,26 @@ def display_url(url: str) -> str:
     return re.sub(r"(?i)(;(?:token|password|secret)[^=;]*=)[^;]*", r"\1[hidden]", url)
 
 
+SESSION_GENERATIONS = 50
+"""How many shared session ids a client tries per day before it falls back to a session of its own."""
+
+
 @contextlib.contextmanager
-def remote_session(url: str, conf: Mapping[str, Any] | None = None) -> Iterator[Any]:
-    """A new Spark Connect session on ``url`` (``sc://host:port/;token=...;use_ssl=true``) with
-    the ``airflow_copycat`` package added as a Python artifact; stopped (released on the
-    server) when the block ends. ``conf``: Spark SQL settings of the session."""
+def remote_session(url: str, conf: Mapping[str, Any] | None = None, *, reuse: bool = True) -> Iterator[Any]:
+    """A Spark Connect session on ``url`` (``sc://host:port/;token=...;use_ssl=true``) with the
+    ``airflow_copycat`` package added as a Python artifact. ``conf``: Spark SQL settings of the session.
+
+    ``reuse`` (the default): the session is **shared** by every client that runs this build of the
+    package with the same settings on this server (and user): its id is derived from them
+    (:func:`shared_session_ids`), so a later run attaches to the session an earlier one left
+    and finds its artifact added and its Python workers started -- a new session's first job
+    starts Python workers and imports the runtime, seconds a reused one does not pay. The block's
+    end only closes this client's channel (after the server released its operations); the session
+    stays until it idles out on the server (``spark.connect.session.manager.defaultSessionTimeout``,
+    60 min by default: set it above the schedule interval to keep hourly runs warm). A session the
+    server already closed is skipped for the next id. A URL that names its own ``session_id`` is
+    used as it is. ``reuse=False``: a new session, stopped (released on the server) at the end.
+    """
     # The Connect builder itself, not SparkSession.builder.remote(): that one also switches this
     # whole process to Connect mode (an environment variable), which breaks any classic session in it.
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
@@ -66,32 +87,116 @@ def remote_session(url: str, conf: Mapping[str, Any] | None = None) -> Iterator[
     from airflow_copycat.runtime.submit import package_zip
 
     _require_reachable(url)
-    builder = RemoteSparkSession.builder.remote(url)
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, str(value))
-    spark = builder.create()
+    artifact = package_zip()
+
+    def attach(session_url: str):
+        builder = RemoteSparkSession.builder.remote(session_url)
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, str(value))
+        spark = builder.create()
+        spark.client.set_retry_policies([_bounded_retries()])
+        try:  # the first call that reaches the server: it refuses a closed session here
+            speculation = str(spark.conf.get("spark.speculation", "false")).lower() == "true"
+        except Exception:
+            _close_channel(spark)
+            raise
+        return spark, speculation
+
+    shared = reuse and "session_id=" not in url
+    if shared:
+        for session_id in shared_session_ids(url, conf, os.path.basename(artifact)):
+            try:
+                spark, speculation = attach(_with_param(url, "session_id", session_id))
+                break
+            except Exception as e:
+                if "SESSION_CLOSED" not in str(e):
+                    raise
+        else:  # every shared id of today is closed: one of our own
+            shared = False
+    if not shared:
+        spark, speculation = attach(url)
     try:
-        if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+        if speculation:
             raise RuntimeError(f"the Spark Connect server at {display_url(url)} runs with spark.speculation=true: "
                                "two attempts of one task would copy the same partitions at once; restart it with "
                                "--conf spark.speculation=false")
-        spark.addArtifacts(package_zip(), pyfile=True)
+        spark.addArtifacts(artifact, pyfile=True)  # the same file again in a shared session: accepted, no change
         yield spark
     finally:
-        _release_then_stop(spark)
+        _release_then_close(spark, stop=not shared)
 
 
-def _release_then_stop(spark) -> None:
-    """Stop the session only after the server released its operations. pyspark releases a finished
-    operation in a background call and ``stop()`` closes the session without waiting for it; the
-    server then drops the operation with the session and logs its whole plan at INFO -- the job's
-    pickled Python function included, which carries the secrets."""
+CLIENT_RETRIES = 6
+CLIENT_MAX_BACKOFF_MS = 20_000
+
+
+def _bounded_retries():
+    """The client's retry policy: pyspark's own, with fewer retries. Its default tolerates ten minutes
+    of an unreachable server, for a server that restarts under a long-lived client; a restarted
+    server has lost the session and its running job anyway, so a run waits about 40 s for the
+    network (50 ms backoff x4 per retry, at most 20 s) and then fails, for Airflow to retry it."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)
+
+
+def shared_session_ids(url: str, conf: Mapping[str, Any] | None, build: str) -> list[str]:
+    """The ids (UUIDs) of the shared sessions a client of ``url`` running package ``build`` (the
+    artifact's name, which carries a hash of its contents) with ``conf`` tries, in order. Derived
+    from the server's address, the URL's user, ``build``, ``conf`` and the day, never from the
+    token: clients that would run the same code the same way meet in one session, a new build or
+    other settings get another, and a new day starts a new sequence (a closed id is never reused)."""
+    parsed = urllib.parse.urlparse(url)
+    params = dict(p.split("=", 1) for p in url.split(";")[1:] if "=" in p)
+    key = json.dumps([parsed.hostname, parsed.port, params.get("user_id", ""), build,
+                      sorted((str(k), str(v)) for k, v in (conf or {}).items())])
+    day = int(time.time() // 86400)
+    return [str(uuid.uuid5(uuid.NAMESPACE_URL, f"copycat-session:{key}:{day}:{g}")) for g in range(SESSION_GENERATIONS)]
+
+
+def _with_param(url: str, name: str, value: str) -> str:
+    """``url`` with ``;name=value`` added to its parameters."""
+    base, sep, params = url.partition("/;")
+    return f"{base}/;{params};{name}={value}" if sep else f"{url.rstrip('/')}/;{name}={value}"
+
+
+def _release_then_close(spark, *, stop: bool) -> None:
+    """Close this client only after the server released its operations; ``stop`` also closes the
+    session on the server. pyspark releases a finished operation in a background call and closing
+    does not wait for it; the server then drops the operation with the session and logs its whole
+    plan at INFO -- the job's pickled Python function included, which carries the secrets."""
     import concurrent.futures
 
     pending = list(getattr(getattr(spark, "client", None), "_release_futures", None) or [])
     if pending:
         concurrent.futures.wait(pending, timeout=30)
-    spark.stop()
+    if stop:
+        spark.stop()
+    else:
+        _close_channel(spark)
+
+
+def _close_channel(spark) -> None:
+    """Close this client's channel, leaving the session on the server."""
+    with contextlib.suppress(Exception):
+        spark.client.close()
+
+
+_SHUTDOWN_MARKS = ("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown")
+"""What a server that is shutting down answers a running job (while it still accepts connections)."""
+
+
+def _server_gone(error: BaseException, url: str) -> bool:
+    """Whether ``error`` came from the server stopping (or its address no longer answering)."""
+    return any(mark in str(error) for mark in _SHUTDOWN_MARKS) or not _reachable(url)
+
+
+def _reachable(url: str) -> bool:
+    try:
+        _require_reachable(url, timeout_s=2.0)
+        return True
+    except (ConnectionError, ValueError):
+        return False
 
 
 def _require_reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
@@ -145,8 +250,18 @@ def run_group_over_connect(url: str, group: dict, worker_props: Mapping[str, Any
     handler, while it runs (see :func:`spark_apps.task_group.run_group_on_spark`)."""
     from .task_group import _job_tag, run_group_on_spark
 
-    with remote_session(url, conf) as spark:
-        if cancel is not None:
-            cancel.attach(spark, _job_tag(group))
-        return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}),
-                                  spark_progress=spark_progress)
+    attached = False
+    try:
+        with remote_session(url, conf) as spark:
+            attached = True
+            if cancel is not None:
+                cancel.attach(spark, _job_tag(group))
+            return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}),
+                                      spark_progress=spark_progress)
+    except Exception as e:
+        if attached and (cancel is None or not cancel.cancelled) and _server_gone(e, url):
+            raise ConnectionError(
+                f"the Spark Connect server at {display_url(url)} went away while group {group['group']} of "
+                f"{group['connector']} ran ({type(e).__name__}); what its tasks committed stands and a rerun "
+                f"resumes from there") from e
+        raise

@@ -184,3 +184,140 @@ def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_co
     (partition,) = result["tasks"][0]["partitions"]
     assert partition["offset_before"]["position"] == done * width
     assert set(topic_payloads(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
+
+
+def _worker_pids(spark) -> set[int]:
+    """The PIDs of the Python workers that run a two-task job in ``spark``'s session."""
+    def pid(batches):
+        import os
+
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"pid": [os.getpid()]})
+
+    return {r["pid"] for r in spark.range(0, 2, 1, numPartitions=2).mapInArrow(pid, "pid long").collect()}
+
+
+def test_a_later_run_attaches_to_the_session_an_earlier_one_left_and_its_python_workers(spark_connect):
+    # Given a first client that ran a job and closed
+    with remote_session(spark_connect.url) as spark:
+        first_session, first_workers = spark.session_id, _worker_pids(spark)
+
+    # When a second client with the same build and settings runs one
+    with remote_session(spark_connect.url) as spark:
+        second_session, second_workers = spark.session_id, _worker_pids(spark)
+
+    # Then it ran in the same server-side session, on the Python workers the first one started
+    assert second_session == first_session
+    assert second_workers & first_workers
+
+    # And other settings get a session of their own
+    with remote_session(spark_connect.url, {"spark.sql.session.timeZone": "Asia/Tokyo"}) as spark:
+        assert spark.session_id != first_session
+        assert spark.conf.get("spark.sql.session.timeZone") == "Asia/Tokyo"
+
+
+def test_a_shared_session_the_server_closed_is_skipped_and_reuse_off_closes_its_own(spark_connect):
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    from spark_apps.connect import _with_param
+
+    # Given the shared session, closed on the server (as when it idled out)
+    with remote_session(spark_connect.url) as spark:
+        closed = spark.session_id
+    RemoteSparkSession.builder.remote(_with_param(spark_connect.url, "session_id", closed)).create().stop()
+
+    # When a client asks for the shared session again
+    with remote_session(spark_connect.url) as spark:
+        # Then it runs in the next shared session, which later clients find too
+        assert spark.session_id != closed
+        assert spark.range(3).count() == 3
+        following = spark.session_id
+    with remote_session(spark_connect.url) as spark:
+        assert spark.session_id == following
+
+    # And with reuse off the session is the client's own, closed on the server when it ends
+    with remote_session(spark_connect.url, reuse=False) as spark:
+        own = spark.session_id
+        assert own != following
+    with pytest.raises(Exception, match="SESSION_CLOSED"):
+        RemoteSparkSession.builder.remote(_with_param(spark_connect.url, "session_id", own)).create().range(1).count()
+
+
+def test_a_server_stopped_mid_run_fails_the_run_clearly_and_the_rerun_resumes(worker_props, kafka_bootstrap,
+                                                                               unique, tmp_path):
+    import threading
+    import time
+
+    from airflow_copycat.runtime.executor import run_group
+    from airflow_copycat.runtime.offsets import offset_store
+    from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
+
+    # Given a server of its own (this test stops it) and a log read by one task that commits often,
+    # through a record-by-record transform so the run takes seconds
+    lines = 400_000
+    log = tmp_path / "big.log"
+    with open(log, "w") as f:
+        f.write("".join(f"line {i:08d}\n" for i in range(lines)))
+    width = len("line 00000000\n")
+    name, topic = f"gone-{unique}", f"gone-{unique}"
+    props = dict(worker_props, **{"offset.flush.interval.ms": 200})
+    config = {"name": name, "connector.class": "FileStreamSource", "file": str(log), "topic": topic,
+              "topic.creation.default.partitions": 1, "transforms": "mark",
+              "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+              "transforms.mark.header": "run", "transforms.mark.value.literal": "server-gone"}
+    worker = WorkerConfig(props, env={})
+    (group,) = make_plan(config, worker)["groups"]
+
+    def committed_lines() -> int:
+        store = offset_store(worker)
+        try:
+            offsets = store.read(name)
+        finally:
+            store.close()
+        return max((e["offset"]["position"] for e in offsets.values()), default=0) // width
+
+    server = EmbeddedSparkConnect(token="tok-never-shown", log_path=str(tmp_path / "connect.log")).start()
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = run_group_over_connect(server.url, group, props)
+        except Exception as e:  # noqa: BLE001 -- what the test expects
+            outcome["error"] = e
+
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 240
+        while committed_lines() == 0 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert thread.is_alive(), f"the run ended before the server could be stopped: {outcome}"
+
+        # When the server stops (with its executors) while the group runs
+        server.stop()
+        thread.join(180)
+    finally:
+        server.stop()
+
+    # Then the run failed, naming the server and what happened, without its token
+    assert not thread.is_alive(), "the client still waits for a server that is gone"
+    assert "result" not in outcome, outcome
+    error = outcome["error"]
+    assert isinstance(error, ConnectionError), repr(error)
+    assert f"sc://localhost:{server.port}/" in str(error) and "went away" in str(error)
+    assert "tok-never-shown" not in str(error)
+    # And every line before the committed offset is in Kafka
+    done = committed_lines()
+    assert 0 < done < lines
+    assert set(topic_payloads(kafka_bootstrap, topic, 1)) >= {f"line {i:08d}" for i in range(done)}
+
+    # When the rerun goes on (in process here)
+    result = run_group(group, props)
+
+    # Then it resumed at the committed offset, and Kafka holds every line
+    assert result["status"] == "ok", result
+    (partition,) = result["tasks"][0]["partitions"]
+    assert partition["offset_before"]["position"] == done * width
+    assert set(topic_payloads(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
