@@ -185,3 +185,31 @@ def postgres_url() -> str:
 def mariadb_url() -> str:
     """SQLAlchemy URL of the test MariaDB/MySQL database (``COPYCAT_TEST_MARIADB_URL`` overrides)."""
     return _checked_database_url("COPYCAT_TEST_MARIADB_URL", DEFAULT_MARIADB_URL, "MariaDB")
+
+
+@pytest.fixture(scope="session")
+def postgres_cdc_url():
+    """libpq URL of a PostgreSQL with ``wal_level=logical`` for the change-data-capture tests: the
+    server ``COPYCAT_TEST_POSTGRES_CDC_URL`` names, else a dedicated cluster this session initialises
+    in a temporary directory (:class:`airflow_copycat.testing.postgres_logical.LogicalPostgres`, a
+    few seconds) and removes at the end. It never skips: a machine that cannot start one fails the
+    tests with the reason."""
+    from airflow_copycat.testing.postgres_logical import LogicalPostgres, external_url
+
+    try:
+        url = external_url()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    if url:
+        yield url
+        return
+    pg = LogicalPostgres()
+    try:
+        pg.start()
+    except (RuntimeError, OSError) as e:
+        pg.stop()
+        pytest.fail(f"cannot start a PostgreSQL with wal_level=logical for the CDC tests: {e}", pytrace=False)
+    try:
+        yield pg.url
+    finally:
+        pg.stop()

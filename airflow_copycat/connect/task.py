@@ -175,8 +175,12 @@ class SourceTask(Task):
         raise NotImplementedError
 
     def commit(self) -> None:
-        """Called after offsets up to the last acknowledged record were committed.
-        A task that acknowledges reads upstream (e.g. a queue) does it here."""
+        """Called after the offsets of every record :meth:`poll` returned so far were committed
+        (Kafka acknowledged each record first): during a run at each offset flush, and at its end.
+        A task that acknowledges reads upstream (e.g. a queue, a replication slot) does it here, up
+        to its last returned record. Not called after a failure: the framework then commits the
+        offsets of the records Kafka acknowledged, which may be fewer than were returned; a task
+        finds the committed position through its offset reader on its next start."""
 
 
 class SinkTask(Task):

@@ -25,6 +25,7 @@ _FILES_SINK = "airflow_copycat.connectors.files:FilesSinkConnector"
 _DLQ_REPLAY = "airflow_copycat.connectors.deadletter:DeadLetterReplaySource"
 _JDBC_SOURCE = "airflow_copycat.connectors.jdbc:JdbcSourceConnector"
 _JDBC_SINK = "airflow_copycat.connectors.jdbc_sink:JdbcSinkConnector"
+_POSTGRES_CDC = "airflow_copycat.connectors.postgres_cdc:PostgresCdcSourceConnector"
 
 CONNECTOR_ALIASES: dict[str, str] = {
     "FileStreamSource": _FILE_SOURCE,
@@ -49,6 +50,9 @@ CONNECTOR_ALIASES: dict[str, str] = {
     "JdbcSinkConnector": _JDBC_SINK,
     "io.confluent.connect.jdbc.JdbcSinkConnector": _JDBC_SINK,
     "io.debezium.connector.jdbc.JdbcSinkConnector": _JDBC_SINK,
+    "PostgresCdcSource": _POSTGRES_CDC,
+    "PostgresConnector": _POSTGRES_CDC,
+    "io.debezium.connector.postgresql.PostgresConnector": _POSTGRES_CDC,
 }
 
 _JSON = "airflow_copycat.connect.json_converter:JsonConverter"

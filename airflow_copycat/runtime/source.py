@@ -405,7 +405,8 @@ class SourceRun:
             self.txn.commit(list(self.pending.values()))
             self._committed_at = now
             self.pending.clear()
-            self.task.commit()
+            if not after_failure:  # after a failure only part of what poll() returned is committed
+                self.task.commit()
             return
         self.handler.flush()
         left = self.producer.flush(120)
@@ -415,7 +416,8 @@ class SourceRun:
         if self.pending:
             self.store.write(self.offsets_name, list(self.pending.values()))
             self.pending.clear()
-        self.task.commit()
+        if not after_failure:  # after a failure only part of what poll() returned is committed
+            self.task.commit()
 
     # ---------------------------------------------------------------- producer callbacks
 

@@ -1,0 +1,249 @@
+"""The replication slot and the publication: creating them, reading a slot up to a WAL position, confirming.
+
+A logical replication slot keeps every WAL segment from its ``restart_lsn`` on, and sends only
+transactions that commit after its ``confirmed_flush_lsn``. This module reads a slot **without
+consuming it** and confirms separately, which is what a bounded run needs:
+
+* :func:`read_changes` -- ``pg_logical_slot_peek_binary_changes(slot, upto_lsn, NULL,
+  'proto_version', '1', 'publication_names', ...)``: the pgoutput messages of the transactions
+  that committed after the slot's confirmed position and before ``upto_lsn`` (PostgreSQL
+  decodes whole committed transactions only: one still open at ``upto_lsn`` is not sent, and
+  comes whole in a later read, whenever it began), streamed row by row;
+* :func:`confirm` -- ``pg_replication_slot_advance(slot, lsn)``: PostgreSQL may now drop the WAL
+  before ``lsn``; called only once the changes before it are durably in Kafka.
+
+**SQL functions, not the replication protocol, by measurement.** psycopg 3 (this project's
+driver) reads slots only through these SQL functions; psycopg2 also speaks the streaming
+replication protocol. Measured on one 2-core machine, PostgreSQL 15, one slot, 350,007 pgoutput
+messages (200k inserts, 100k updates, 50k deletes of a 4-column table; 60 MB of WAL, 25.6 MB of
+messages), reading every message into Python:
+
+====================================================================  ===========  ============
+path                                                                  seconds      messages/s
+====================================================================  ===========  ============
+SQL ``pg_logical_slot_peek_binary_changes``, psycopg 3 (fetch/stream)  1.9          ~185,000
+replication protocol, psycopg2 ``consume_stream`` (callback per msg)   4.0          ~87,000
+SQL peek + :class:`~.pgoutput.PgOutputDecoder` decoding every message  5.3          ~66,000
+====================================================================  ===========  ============
+
+The SQL path is twice as fast here (the server materialises the result, the client reads plain
+rows; the protocol path pays a Python callback and a keepalive check per message), needs no
+``replication`` entry in ``pg_hba.conf`` and no second driver, and lets a run *peek* up to a
+position captured when it starts and *confirm* later -- the replication protocol confirms by
+standby status updates on the same live connection, which would have to stay open until the
+run's offsets are committed. Decoding, not reading, is the bound either way. The price: each
+peek re-reads WAL from the slot's ``restart_lsn`` (one call per run keeps that to once) and the
+server spills a large result to a temporary file.
+
+A slot can be used by one session at a time: :class:`SlotInUse` says which process holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import psycopg
+from psycopg import sql
+
+from airflow_copycat.connect.errors import ConnectException
+
+from .model import lsn_text, parse_lsn
+
+PLUGIN = "pgoutput"
+
+
+class SlotMissing(ConnectException):
+    """The slot the committed offsets were read from no longer exists (dropped by an operator, or
+    invalidated by ``max_slot_wal_keep_size``): the changes since the last run are lost to this
+    connector."""
+
+
+class SlotInUse(ConnectException):
+    """Another session reads the slot now (another run of this connector, or another consumer)."""
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    """A slot as ``pg_replication_slots`` shows it, with the server's current WAL position.
+
+    ``retained_bytes`` is the WAL the slot keeps on disk (current position - ``restart_lsn``),
+    ``unconfirmed_bytes`` what it has not been confirmed up to (current - ``confirmed_flush_lsn``).
+    ``wal_status`` is ``reserved``/``extended``/``unreserved``/``lost`` (``lost``: invalidated)."""
+
+    name: str
+    plugin: str
+    database: str
+    active_pid: int | None
+    restart_lsn: int | None
+    confirmed_flush_lsn: int | None
+    current_lsn: int
+    wal_status: str | None
+
+    @property
+    def retained_bytes(self) -> int:
+        return max(0, self.current_lsn - self.restart_lsn) if self.restart_lsn is not None else 0
+
+    @property
+    def unconfirmed_bytes(self) -> int:
+        return max(0, self.current_lsn - self.confirmed_flush_lsn) if self.confirmed_flush_lsn is not None else 0
+
+    def describe(self) -> dict:
+        """For a run's result: positions as pg_lsn text, sizes in bytes."""
+        return {"slot": self.name, "restart_lsn": _text(self.restart_lsn),
+                "confirmed_flush_lsn": _text(self.confirmed_flush_lsn), "current_lsn": lsn_text(self.current_lsn),
+                "retained_bytes": self.retained_bytes, "unconfirmed_bytes": self.unconfirmed_bytes}
+
+
+def _text(lsn: int | None) -> str | None:
+    return None if lsn is None else lsn_text(lsn)
+
+
+def _lsn(value) -> int | None:
+    return None if value is None else parse_lsn(str(value))
+
+
+def slot_info(conn: psycopg.Connection, name: str) -> SlotInfo | None:
+    """The slot ``name``, or ``None`` when it does not exist."""
+    row = conn.execute(
+        "SELECT slot_name, plugin, database, active_pid, restart_lsn::text, confirmed_flush_lsn::text, "
+        "pg_current_wal_lsn()::text, wal_status FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone()
+    if row is None:
+        return None
+    return SlotInfo(row[0], row[1] or "", row[2] or "", row[3], _lsn(row[4]), _lsn(row[5]), parse_lsn(row[6]),
+                    row[7])
+
+
+def flush_lsn(conn: psycopg.Connection) -> int:
+    """The server's WAL flush position: logical decoding reads up to it, never further, so a run
+    bounded by it reads every transaction committed (and flushed) before the run began."""
+    return parse_lsn(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+
+
+def create_slot(conn: psycopg.Connection, name: str) -> int:
+    """Create logical slot ``name`` (pgoutput) through SQL; returns its consistent point. No
+    snapshot is exported (see :func:`create_slot_exporting_snapshot`)."""
+    row = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)", (name, PLUGIN)).fetchone()
+    return parse_lsn(row[0])
+
+
+def create_slot_exporting_snapshot(connect_kwargs: dict, name: str) -> tuple[int, str, psycopg.Connection]:
+    """Create logical slot ``name`` over a replication connection with ``EXPORT_SNAPSHOT``.
+
+    Returns ``(consistent_point, snapshot_name, holder)``: a transaction that runs ``SET TRANSACTION
+    SNAPSHOT snapshot_name`` sees the database exactly as of the slot's start, so rows read there
+    plus changes read from the slot miss nothing and repeat nothing. The snapshot stays valid only
+    while ``holder`` is open and idle: close it once the snapshot's readers have begun."""
+    holder = psycopg.connect(**connect_kwargs, replication="database", autocommit=True)
+    try:
+        command = f"CREATE_REPLICATION_SLOT {_slot_identifier(name)} LOGICAL {PLUGIN} EXPORT_SNAPSHOT"
+        result = holder.pgconn.exec_(command.encode())
+        if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+            message = result.error_message.decode(errors="replace").strip()
+            raise ConnectException(f"cannot create replication slot {name!r}: {message}")
+        lsn = parse_lsn(result.get_value(0, 1).decode())
+        snapshot = result.get_value(0, 2).decode()
+    except BaseException:
+        holder.close()
+        raise
+    return lsn, snapshot, holder
+
+
+def _slot_identifier(name: str) -> str:
+    # slot names are [a-z0-9_] (PostgreSQL refuses others); anything else must not reach the command
+    if not name or not all(c.islower() or c.isdigit() or c == "_" for c in name):
+        raise ConnectException(f"slot.name {name!r}: replication slot names may only contain lower case letters, "
+                               f"numbers and the underscore")
+    return name
+
+
+def drop_slot(conn: psycopg.Connection, name: str) -> bool:
+    """Drop slot ``name`` if it exists; whether it did."""
+    if slot_info(conn, name) is None:
+        return False
+    conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    return True
+
+
+def ensure_publication(conn: psycopg.Connection, name: str, mode: str, tables: Sequence[tuple[str, str]] = ()) -> None:
+    """Make publication ``name`` exist as ``publication.autocreate.mode`` says.
+
+    ``all_tables``: ``CREATE PUBLICATION ... FOR ALL TABLES`` when missing (needs a superuser);
+    ``filtered``: ``FOR TABLE`` ``tables`` (the captured ones), and ``ALTER PUBLICATION ... SET
+    TABLE`` when an existing one publishes other tables; ``no_tables``: an empty publication when
+    missing; ``disabled``: never create nor alter -- it must exist."""
+    exists = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
+    ident = sql.Identifier(name)
+    if mode == "disabled":
+        if exists is None:
+            raise ConnectException(f"publication {name!r} does not exist and publication.autocreate.mode=disabled: "
+                                   f"create it (CREATE PUBLICATION {name} FOR TABLE ...) or set "
+                                   f"publication.autocreate.mode=filtered or all_tables")
+        return
+    if mode == "all_tables":
+        if exists is None:
+            conn.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(ident))
+        return
+    if mode == "no_tables":
+        if exists is None:
+            conn.execute(sql.SQL("CREATE PUBLICATION {}").format(ident))
+        return
+    wanted = sorted(set(tables))
+    table_list = sql.SQL(", ").join(sql.Identifier(s, t) for s, t in wanted)
+    if exists is None:
+        if wanted:
+            conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(ident, table_list))
+        else:
+            conn.execute(sql.SQL("CREATE PUBLICATION {}").format(ident))
+        return
+    if exists[0]:
+        raise ConnectException(f"publication {name!r} publishes all tables, but publication.autocreate.mode=filtered "
+                               f"wants only the captured ones: drop it or use a new publication.name")
+    have = sorted(tuple(r) for r in conn.execute(
+        "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,)).fetchall())
+    if have != wanted:
+        if wanted:
+            conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(ident, table_list))
+        else:
+            for s, t in have:
+                conn.execute(sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(ident, sql.Identifier(s, t)))
+
+
+def _publication_option(name: str) -> str:
+    """pgoutput splits ``publication_names`` as identifiers: quote so case and commas survive."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn: int) -> Iterator[tuple[int, bytes]]:
+    """``(lsn, message)`` of every pgoutput message of the transactions committed after the slot's
+    confirmed position and before ``upto_lsn``, in order, without consuming the slot.
+
+    ``conn`` is busy until the iterator is exhausted or closed. Raises :class:`SlotInUse` when
+    another session holds the slot, :class:`SlotMissing` when it does not exist."""
+    query = ("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+             "'proto_version', '1', 'publication_names', %s)")
+    try:
+        for lsn, data in conn.cursor().stream(query, (slot, lsn_text(upto_lsn), _publication_option(publication))):
+            yield parse_lsn(lsn), data
+    except psycopg.errors.ObjectInUse as e:
+        raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary}): "
+                        f"another run of this connector, or another consumer, reads it") from None
+    except psycopg.errors.UndefinedObject as e:
+        raise SlotMissing(f"replication slot {slot!r} does not exist ({e.diag.message_primary})") from None
+
+
+def confirm(conn: psycopg.Connection, slot: str, lsn: int) -> int | None:
+    """Move the slot's confirmed position forward to ``lsn`` (never back): PostgreSQL may drop the
+    WAL before it and will not send transactions that committed before it again. Returns the new
+    confirmed position, or ``None`` when the slot was already there or beyond."""
+    info = slot_info(conn, slot)
+    if info is None:
+        raise SlotMissing(f"replication slot {slot!r} does not exist")
+    if info.confirmed_flush_lsn is not None and lsn <= info.confirmed_flush_lsn:
+        return None
+    try:
+        row = conn.execute("SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::pg_lsn)",
+                           (slot, lsn_text(lsn))).fetchone()
+    except psycopg.errors.ObjectInUse as e:
+        raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary})") from None
+    return parse_lsn(row[0])

@@ -1,0 +1,164 @@
+"""One bounded read of the slot, as changes with their Debezium offsets and the position the slot may be confirmed to.
+
+:class:`StreamRead` walks the decoded messages of one read (:func:`.slot.read_changes` up to the
+run's bound) and hands out the captured tables' changes in WAL order, each with the offset a
+record of it carries, in Debezium's PostgreSQL shape::
+
+    {"lsn": <the change's LSN>, "lsn_proc": <same>, "lsn_commit": <end LSN of the last complete
+     transaction>, "txId": <its transaction>, "ts_usec": <commit time, µs>, "messageType": "INSERT"}
+
+``lsn_commit`` names the last transaction whose changes were *all* handed out: the last change
+of a transaction is held back until the next message shows whether the transaction ended, so
+its offset already says so. Positions are integers, as Debezium writes them.
+
+**Resuming** from a committed offset (:class:`Resume`, also from an offset Debezium wrote):
+transactions that committed before ``lsn_commit`` are skipped whole (the slot, confirmed at
+most that far, may send them again); in the transaction ``txId``, changes up to ``lsn`` are
+skipped (a run that stopped inside a transaction). A transaction is never split in a way that
+loses part of it: PostgreSQL decodes committed transactions only, whole, however early they
+began, and the slot is confirmed only to the end of a transaction all of whose changes were
+handed out -- or, once the read is exhausted, to the read's bound, before which nothing of the
+publication is left unread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator
+
+from airflow_copycat.connect.errors import ConnectException
+
+from .model import Begin, Change, Commit, Relation, Truncate
+from .pgoutput import PgOutputDecoder
+
+MESSAGE_TYPES = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a committed offset says the stream stands (all zero/None: nothing streamed yet)."""
+
+    lsn_commit: int = 0
+    lsn: int = 0
+    tx_id: int | None = None
+
+    @classmethod
+    def of(cls, offset: dict | None) -> "Resume":
+        if not offset:
+            return cls()
+        tx = offset.get("txId")
+        return cls(int(offset.get("lsn_commit") or 0), int(offset.get("lsn") or 0),
+                   None if tx is None else int(tx))
+
+
+@dataclass(frozen=True)
+class Item:
+    """A captured change (or truncate) and what its records carry: ``offset`` (see the module
+    docstring) and ``last_commit_lsn`` (the commit LSN of the transaction before it, for
+    Debezium's ``source.sequence``)."""
+
+    message: Change | Truncate
+    offset: dict
+    last_commit_lsn: int | None
+
+
+class StreamRead:
+    """The captured changes of one read of the slot (see the module docstring).
+
+    ``messages`` yields ``(lsn, pgoutput bytes)``; ``captured(relation)`` says whether a table's
+    changes are wanted; ``bound`` is the position the read was asked to reach.
+    :attr:`confirmable` is the position up to which every captured change was handed out by
+    :meth:`take` (0 before any); :attr:`exhausted` is set once the read ended.
+    """
+
+    def __init__(self, messages: Iterator[tuple[int, bytes]], decoder: PgOutputDecoder, resume: Resume,
+                 bound: int, captured: Callable[[Relation], bool]):
+        self._messages = messages
+        self.decoder = decoder
+        self.resume = resume
+        self.bound = bound
+        self.captured = captured
+        self.confirmable = 0
+        self.exhausted = False
+        self.last_tx: tuple[int, int] | None = None  # (xid, commit time) of the last complete transaction
+        self.changes = 0  # captured changes handed out
+        self._held: Change | Truncate | None = None
+        self._skip_tx = False
+        self._last_end = resume.lsn_commit  # end LSN of the last complete transaction
+        self._last_commit: int | None = None  # its commit LSN
+        self._held_last_commit: int | None = None
+        self._failed: BaseException | None = None
+
+    def take(self, limit: int) -> list[Item]:
+        """Up to about ``limit`` items (a transaction's end may add one); ``[]`` once exhausted.
+
+        An error of the read (the connection lost, the slot taken) is raised, and raised again by
+        every later call: a read that failed never counts as exhausted, so nothing after the
+        failure is ever confirmed."""
+        if self._failed is not None:
+            raise ConnectException(f"this read of the slot failed earlier ({self._failed}); start a new run") \
+                from self._failed
+        try:
+            return self._take(limit)
+        except BaseException as e:
+            self._failed = e
+            raise
+
+    def _take(self, limit: int) -> list[Item]:
+        out: list[Item] = []
+        decode = self.decoder.decode
+        for lsn, data in self._messages:
+            message = decode(data, lsn)
+            if isinstance(message, (Change, Truncate)):
+                if self._skip_tx or not self._wanted(message):
+                    continue
+                if isinstance(message, Truncate):  # only the captured tables of a TRUNCATE a, b, ...
+                    message = replace(message, relations=tuple(r for r in message.relations if self.captured(r)))
+                if self._held is not None:
+                    out.append(self._item(self._held, self._last_end))
+                self._held, self._held_last_commit = message, self._last_commit
+                if len(out) >= limit:
+                    return out
+            elif isinstance(message, Begin):
+                r = self.resume
+                self._skip_tx = message.final_lsn < r.lsn_commit
+            elif isinstance(message, Commit):
+                if self._held is not None:
+                    out.append(self._item(self._held, message.end_lsn))
+                    self._held = None
+                if not self._skip_tx:
+                    self.last_tx = (self.decoder.xid, message.commit_ts_us)
+                self._skip_tx = False
+                self._last_end = max(self._last_end, message.end_lsn)
+                self._last_commit = message.commit_lsn
+                self.confirmable = max(self.confirmable, message.end_lsn)
+                if len(out) >= limit:
+                    return out
+        if self._held is not None:  # cannot happen with whole transactions; never lose a change
+            out.append(self._item(self._held, self._last_end))
+            self._held = None
+        if not self.exhausted:
+            self.exhausted = True
+            # every transaction committed before the bound was read: nothing before it is pending
+            self.confirmable = max(self.confirmable, self.bound, self._last_end)
+        return out
+
+    def _wanted(self, message: Change | Truncate) -> bool:
+        r = self.resume
+        if r.tx_id is not None and message.xid == r.tx_id and message.lsn <= r.lsn:
+            return False  # handed out (and committed) by an earlier run that stopped inside this transaction
+        if isinstance(message, Truncate):
+            return any(self.captured(rel) for rel in message.relations)
+        return self.captured(message.relation)
+
+    def _item(self, message: Change | Truncate, lsn_commit: int) -> Item:
+        self.changes += 1
+        kind = "TRUNCATE" if isinstance(message, Truncate) else MESSAGE_TYPES[message.op]
+        offset = {"lsn": message.lsn, "lsn_proc": message.lsn, "lsn_commit": lsn_commit, "txId": message.xid,
+                  "ts_usec": message.commit_ts_us, "messageType": kind}
+        return Item(message, offset, self._held_last_commit)
+
+    def close(self) -> None:
+        close = getattr(self._messages, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,110 @@
+"""Bounded runs of the PostgreSQL CDC source through the real source loop, and what they wrote
+(importable as ``tests.postgres_cdc.cdc_runs``; also the entry point of the crash tests' child
+process: ``python cdc_runs.py CONFIG_JSON WORKER_JSON KILL`` runs once, where KILL is ``none`` or
+``after-offsets``: SIGKILL itself right after the framework committed the offsets, before the
+task confirms the slot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+
+from airflow_copycat.runtime.kafka import read_to_end  # noqa: E402
+from airflow_copycat.runtime.connector_config import restore_secrets  # noqa: E402
+from airflow_copycat.runtime.offsets import offset_store  # noqa: E402
+from airflow_copycat.runtime.plan import make_plan  # noqa: E402
+from airflow_copycat.runtime.source import SourceRun  # noqa: E402
+from airflow_copycat.runtime.worker import WorkerConfig  # noqa: E402
+
+PARTITION_KEY = "server"
+
+
+class CdcRuns:
+    """Runs of one connector config; :meth:`read` gives the JSON messages (key, value) a topic got since the last read."""
+
+    def __init__(self, config: dict, worker_props: dict):
+        self.config, self.worker_props = config, worker_props
+        self.bootstrap = worker_props["bootstrap.servers"]
+        self._positions: dict[str, int] = {}
+
+    def run(self, *, ok: bool = True, **overrides) -> dict:
+        """One bounded run (plan + the one task); returns the task result plus the task's ``metrics``."""
+        config = {**self.config, **overrides}
+        worker = WorkerConfig(self.worker_props, env={})
+        plan = make_plan(config, worker)
+        tasks = [t for g in plan["groups"] for t in g["tasks"]]
+        assert len(tasks) == 1
+        self.plan = plan
+        # the plan hides secrets; the runner puts them back from the connector config, as the operators do
+        task = dict(tasks[0], config=restore_secrets(tasks[0]["config"], config))
+        run = SourceRun(task, worker)
+        result = run.run()
+        result["metrics"] = dict(getattr(run.task, "metrics", None) or {})
+        if ok:
+            assert result["status"] == "ok", result.get("error")
+        return result
+
+    def read(self, topic: str, *, schemas: bool = False) -> list[tuple]:
+        """``(key, value)`` of the messages ``topic`` got since the last read (JSON payloads; ``None`` for
+        tombstones; with ``schemas`` the whole JSON documents, ``{"schema": ..., "payload": ...}``)."""
+        start = self._positions.get(topic, 0)
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "cdc-check", "enable.partition.eof": True,
+                      "isolation.level": "read_committed"})
+        try:
+            md = c.list_topics(topic, timeout=10).topics.get(topic)
+            if md is None or md.error is not None:
+                return []
+            msgs = list(read_to_end(c, [TopicPartition(topic, 0, start)]))
+        finally:
+            c.close()
+        if msgs:
+            self._positions[topic] = msgs[-1].offset() + 1
+
+        def payload(raw):
+            return None if raw is None else json.loads(raw) if schemas else json.loads(raw)["payload"]
+
+        return [(payload(m.key()), payload(m.value())) for m in msgs]
+
+    def committed(self) -> dict | None:
+        """The connector's committed offset of partition ``{"server": <topic.prefix>}``."""
+        worker = WorkerConfig(self.worker_props, env={})
+        store = offset_store(worker)
+        try:
+            offsets = store.read(self.config["name"])
+        finally:
+            store.close()
+        for entry in offsets.values():
+            if PARTITION_KEY in (entry.get("partition") or {}):
+                return entry["offset"]
+        return None
+
+
+def _child(config_json: str, worker_json: str, kill: str) -> int:
+    """One run in this process; with ``after-offsets`` the process dies by SIGKILL once the framework
+    committed offsets that reach the slot's data, before the task's commit() confirms the slot."""
+    from airflow_copycat.connectors.postgres_cdc.source import PostgresCdcSourceTask
+
+    if kill == "after-offsets":
+        def commit(self):
+            if self._confirmable_polled > self._confirmed and self._read is not None and self._read.exhausted:
+                sys.stdout.write("killed\n")
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self)
+
+        original = PostgresCdcSourceTask.commit
+        PostgresCdcSourceTask.commit = commit
+    result = CdcRuns(json.loads(config_json), json.loads(worker_json)).run(ok=False)
+    print(json.dumps({"status": result["status"], "records": result["records"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:4]))
