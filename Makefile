@@ -1,6 +1,7 @@
 # make demo  -- set everything up, then run the example DAG end to end (twice) and verify the data
 # make test  -- set everything up (starting PostgreSQL and MariaDB when down), then run the whole test suite
 # make bench -- set everything up, then print every benchmark as a ratio against its baseline
+# make airflow -- set everything up, then run Airflow with the example DAGs on 127.0.0.1 until Ctrl-C (try them in the UI)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -8,7 +9,7 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup databases browser demo test bench lint clean
+.PHONY: setup databases browser demo airflow airflow-clean test bench lint clean
 
 setup: $(VENV)/.installed $(STATE)/java.env
 
@@ -27,6 +28,16 @@ $(STATE)/java.env: $(VENV)/.installed scripts/find_java.sh
 
 demo: setup
 	$(ENV) && $(BIN)/python scripts/demo.py
+
+# The broker, a Spark Connect server and Airflow's api-server, scheduler, dag-processor and triggerer with the
+# example DAGs, in the foreground; prints the UI's address and login; Ctrl-C stops everything. State (Airflow's
+# database, task logs, the shop database) is kept in $(STATE)/airflow between starts; airflow-clean removes it.
+# AIRFLOW_ARGS="--port 8081" picks another port.
+airflow: setup
+	$(ENV) && $(BIN)/python scripts/airflow_stack.py $(AIRFLOW_ARGS)
+
+airflow-clean:
+	rm -rf $(STATE)/airflow
 
 # PostgreSQL on 127.0.0.1:5432 and MariaDB on 127.0.0.1:3306 for the database tests: started when down,
 # installed from Debian's packages when missing (as root); fails loudly when neither is possible.

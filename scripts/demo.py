@@ -42,10 +42,9 @@ def log(msg: str) -> None:
 
 def write_lines(start: int, count: int) -> None:
     """Append ``count`` lines per input file, numbered from ``start``."""
-    for f in range(FILES):
-        with open(STATE / "input" / f"app-{f}.log", "a", encoding="utf-8") as out:
-            for i in range(start, start + count):
-                out.write(f"2026-11-22T00:00:00Z host{f} GET /item/{i} status=200 bytes={100 + i}\n")
+    from airflow_copycat.testing.examples import write_log_lines
+
+    write_log_lines(STATE / "input", start, count, FILES)
 
 
 def count_input_lines() -> int:
@@ -220,7 +219,6 @@ def demo_import(env: dict, bootstrap: str) -> bool:
     try:
         n = shop_db.fill(engine, hour - dt.timedelta(hours=3), 2, 200)
         log(f"shop database {STATE / 'shop.db'}: {n} orders in 2 hours")
-        env = dict(env, AIRFLOW_CONN_SHOP_DB=json.dumps({"conn_type": "sqlite", "host": str(STATE / "shop.db")}))
         before: dict = {}
         run_dag(env, {}, "copycat_jdbc_import")
         ok = verify_import(bootstrap, before, 1)
@@ -238,19 +236,12 @@ def demo_import(env: dict, bootstrap: str) -> bool:
 def main() -> int:
     shutil.rmtree(STATE, ignore_errors=True)
     (STATE / "input").mkdir(parents=True)
-    from airflow_copycat.testing.broker import EmbeddedBroker
+    from airflow_copycat.testing.examples import ExampleServers
 
-    from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
-
-    broker = EmbeddedBroker(log_path=str(STATE / "broker.log")).start()
-    log(f"embedded Kafka-protocol broker on {broker.bootstrap}")
     started = time.monotonic()
-    try:
-        spark = EmbeddedSparkConnect(master="local[2]", log_path=str(STATE / "spark-connect.log")).start()
-    except BaseException:
-        broker.stop()
-        raise
-    log(f"embedded Spark Connect server on {spark.url} (started in {time.monotonic() - started:.0f}s)")
+    servers = ExampleServers(STATE).start()  # the Spark Connect server starts in the background
+    broker, spark = servers.broker, servers.spark
+    log(f"embedded Kafka-protocol broker on {broker.bootstrap}")
     env = dict(
         os.environ,
         AIRFLOW_HOME=str(STATE / "airflow"),
@@ -258,16 +249,14 @@ def main() -> int:
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
-        AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": broker.bootstrap}}),
-        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
-                                               "port": spark.port}),
-        COPYCAT_DEMO_DIR=str(STATE),
+        **servers.connections(STATE),  # kafka_default, spark_default (spark_connect), shop_db, COPYCAT_DEMO_DIR
     )
     try:
-        started = time.monotonic()
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        log(f"Airflow home {STATE / 'airflow'} (SQLite) migrated in {time.monotonic() - started:.0f}s")
+        log(f"Airflow home {STATE / 'airflow'} (SQLite) migrated ({time.monotonic() - started:.0f}s)")
+        servers.wait()
+        log(f"embedded Spark Connect server on {spark.url} ({time.monotonic() - started:.0f}s)")
         conf = {"input": str(STATE / "input" / "*.log"), "topic": TOPIC, "output": str(STATE / "output")}
         write_lines(0, 1000)
         log(f"wrote {FILES} log files x 1000 lines to {STATE / 'input'}")
@@ -279,8 +268,7 @@ def main() -> int:
         ok = verify(broker.bootstrap, FILES * 250, 2) and ok
         ok = demo_import(env, broker.bootstrap) and ok
     finally:
-        spark.stop()
-        broker.stop()
+        servers.stop()
     log("DEMO PASSED" if ok else "DEMO FAILED")
     return 0 if ok else 1
 

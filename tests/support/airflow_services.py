@@ -1,13 +1,11 @@
-"""Real Airflow 3 services for end-to-end tests: api-server, scheduler, dag-processor, triggerer.
+"""Real Airflow 3 services for end-to-end tests, on a throwaway PostgreSQL metadata database.
 
-:func:`airflow_services` is a context manager that gives the services a fresh ``AIRFLOW_HOME``
-and a fresh PostgreSQL metadata database (LocalExecutor, as in production), migrates it,
-starts the four processes -- each in its own process group, bound to 127.0.0.1 on free
-ports (``scheduler`` and ``triggerer`` with ``--skip-serve-logs``, so nothing listens on
-0.0.0.0) -- waits until ``/api/v2/monitor/health`` reports all of them healthy, and logs in
-to the REST API with a JWT from ``POST /auth/token`` (simple auth manager, the password
-Airflow generated into ``simple_auth_manager_passwords.json.generated``). On exit it stops
-every process group (SIGTERM, then SIGKILL) and drops the database.
+:func:`airflow_services` is a context manager that gives the services
+(``airflow_copycat.testing.airflow_services``, the same code ``make airflow`` starts them
+with) a fresh ``AIRFLOW_HOME`` and a fresh PostgreSQL metadata database (LocalExecutor, as in
+production), migrates it, starts the four processes on 127.0.0.1, waits until they are all
+healthy and logs in to the REST API. On exit it stops every process group and drops the
+database.
 
 When anything fails -- start-up, or a block run inside :meth:`AirflowServices.logs_on_failure`
 -- the tails of the services' logs and of the task logs are printed, so pytest shows them.
@@ -16,241 +14,21 @@ When anything fails -- start-up, or a block run inside :meth:`AirflowServices.lo
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
+from airflow_copycat.testing.airflow_services import (
+    AirflowServiceError,
+    AirflowServices,
+    airflow_bin,
+    services_env,
+)
+from airflow_copycat.testing.broker import free_port
 
-SERVICES = {
-    "api-server": ["api-server", "--host", "127.0.0.1", "--port", "{api_port}", "--workers", "1"],
-    "scheduler": ["scheduler", "--skip-serve-logs"],
-    "dag-processor": ["dag-processor"],
-    "triggerer": ["triggerer", "--skip-serve-logs"],
-}
-"""Service name -> ``airflow`` sub-command (``{api_port}`` is filled in)."""
-
-HEALTH_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def airflow_bin() -> str:
-    """The ``airflow`` command of this interpreter's environment."""
-    return str(Path(sys.executable).parent / "airflow")
-
-
-class AirflowServiceError(RuntimeError):
-    """A service died, never became healthy, or the REST API refused a call."""
-
-
-class AirflowServices:
-    """The running services of one :func:`airflow_services` block.
-
-    ``url`` is the api-server's base URL (UI and REST API), ``home`` the AIRFLOW_HOME,
-    ``env`` the environment every service runs with, ``username``/``password`` the UI login.
-    """
-
-    def __init__(self, home: Path, env: dict[str, str], api_port: int):
-        self.home = home
-        self.env = env
-        self.api_port = api_port
-        self.url = f"http://127.0.0.1:{api_port}"
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.username = "admin"
-        self.password: str | None = None
-        self._token: str | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=60)
-
-    # ------------------------------------------------------------------ processes
-    def log_path(self, name: str) -> Path:
-        return self.home / "service-logs" / f"{name}.log"
-
-    def run_cli(self, *args: str, timeout: float = 300) -> str:
-        """Runs ``airflow ARGS`` with the services' environment; raises with its output when it fails."""
-        done = subprocess.run([airflow_bin(), *args], env=self.env, cwd=self.home, capture_output=True,
-                              text=True, timeout=timeout)
-        if done.returncode:
-            raise AirflowServiceError(f"airflow {' '.join(args)} exited {done.returncode}:\n"
-                                      f"{done.stdout[-5000:]}\n{done.stderr[-5000:]}")
-        return done.stdout
-
-    def start(self) -> None:
-        self.log_path("x").parent.mkdir(parents=True, exist_ok=True)
-        for name, argv in SERVICES.items():
-            out = open(self.log_path(name), "ab")
-            try:
-                self.procs[name] = subprocess.Popen(
-                    [airflow_bin(), *(a.format(api_port=self.api_port) for a in argv)], env=self.env,
-                    cwd=self.home, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True)  # its own process group: stop() ends its children too
-            finally:
-                out.close()
-
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise AirflowServiceError(f"airflow {name} exited with {proc.returncode}")
-
-    def stop(self, timeout: float = 30) -> None:
-        """SIGTERM to each service's process group, SIGKILL to what is left after ``timeout``."""
-        self.http.close()
-        for proc in self.procs.values():
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            _signal_group(proc, signal.SIGKILL)  # also children that outlived their parent
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
-
-    def wait_healthy(self, timeout: float = 180) -> dict:
-        """Waits until the health endpoint reports every component healthy; returns its answer."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
-            self.check_alive()
-            try:
-                r = self.http.get("/api/v2/monitor/health", timeout=10)
-                last = r.text
-                if r.status_code == 200:
-                    health = r.json()
-                    if all((health.get(c) or {}).get("status") == "healthy" for c in HEALTH_COMPONENTS):
-                        return health
-            except httpx.TransportError as e:
-                last = repr(e)
-            if time.monotonic() > deadline:
-                raise AirflowServiceError(f"Airflow not healthy after {timeout:.0f}s; last answer: {last}")
-            time.sleep(1)
-
-    # ------------------------------------------------------------------ REST API
-    def login(self) -> str:
-        """A JWT for the admin user from ``POST /auth/token``; also kept for :meth:`api`."""
-        passwords = self.home / "simple_auth_manager_passwords.json.generated"
-        deadline = time.monotonic() + 60
-        while not passwords.exists():
-            if time.monotonic() > deadline:
-                raise AirflowServiceError(f"the api-server wrote no {passwords.name}")
-            time.sleep(0.5)
-        self.password = json.loads(passwords.read_text())[self.username]
-        r = self.http.post("/auth/token", json={"username": self.username, "password": self.password})
-        if r.status_code not in (200, 201):
-            raise AirflowServiceError(f"POST /auth/token: {r.status_code} {r.text}")
-        self._token = r.json()["access_token"]
-        return self._token
-
-    def api(self, method: str, path: str, *, expect: tuple[int, ...] = (200, 201), **kwargs) -> Any:
-        """One REST API call (``path`` under ``/api/v2``) with the JWT; the decoded JSON answer.
-        Raises naming the call, status and body when the status is not in ``expect``."""
-        headers = {"Authorization": f"Bearer {self._token or self.login()}"}
-        r = self.http.request(method, f"/api/v2{path}", headers=headers, **kwargs)
-        if r.status_code not in expect:
-            raise AirflowServiceError(f"{method} /api/v2{path}: {r.status_code} {r.text[:3000]}")
-        return r.json() if r.content else None
-
-    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict:
-        """Waits until the dag-processor has parsed ``dag_id``; fails at once on an import error."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            errors = self.api("GET", "/importErrors")["import_errors"]
-            if errors:
-                raise AirflowServiceError("DAG import errors:\n" + "\n".join(
-                    f"{e['filename']}: {e['stack_trace']}" for e in errors))
-            found = self.api("GET", f"/dags/{dag_id}", expect=(200, 404))
-            if found and found.get("dag_id") == dag_id:
-                return found
-            if time.monotonic() > deadline:
-                raise AirflowServiceError(f"DAG {dag_id} not parsed after {timeout:.0f}s")
-            time.sleep(1)
-
-    def dag_runs(self, dag_id: str) -> list[dict]:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100, "order_by": "logical_date"})[
-            "dag_runs"]
-
-    def wait_for_runs(self, dag_id: str, select, count: int, timeout: float = 600,
-                      done_states=("success", "failed")) -> list[dict]:
-        """Waits until ``count`` runs of ``dag_id`` for which ``select(run)`` is true are in
-        ``done_states`` (and no selected run is unfinished); returns them, by logical date."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            runs = [r for r in self.dag_runs(dag_id) if select(r)]
-            if len(runs) >= count and all(r["state"] in done_states for r in runs):
-                return runs
-            if time.monotonic() > deadline:
-                raise AirflowServiceError(f"after {timeout:.0f}s, runs of {dag_id}: " + json.dumps(
-                    [(r["dag_run_id"], r["run_type"], r["state"]) for r in runs]))
-            time.sleep(2)
-
-    def wait_for_backfills_completed(self, dag_id: str, timeout: float = 300) -> list[dict]:
-        """Waits until every backfill of ``dag_id`` is marked completed (the scheduler does that a
-        while after its last run finished; Airflow refuses a new backfill of a DAG while one is
-        active); returns them."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            backfills = self.api("GET", "/backfills", params={"dag_id": dag_id, "limit": 100})["backfills"]
-            if all(b["completed_at"] for b in backfills):
-                return backfills
-            if time.monotonic() > deadline:
-                raise AirflowServiceError(f"backfills of {dag_id} not completed after {timeout:.0f}s: {backfills}")
-            time.sleep(2)
-
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 100})[
-            "task_instances"]
-
-    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
-        """The deserialized value of one XCom entry."""
-        entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
-                         params={"deserialize": "true", "stringify": "false"})
-        return entry["value"]
-
-    # ------------------------------------------------------------------ diagnostics
-    def logs_tail(self, chars: int = 6000) -> str:
-        """The last ``chars`` characters of each service log and of every task log."""
-        parts = []
-        for name in self.procs:
-            path = self.log_path(name)
-            text = path.read_text(errors="replace") if path.exists() else ""
-            parts.append(f"===== airflow {name} ({path}) =====\n{text[-chars:]}")
-        for path in sorted((self.home / "logs").rglob("*.log")):
-            text = path.read_text(errors="replace")
-            parts.append(f"===== task log {path.relative_to(self.home)} =====\n{text[-chars:]}")
-        return "\n".join(parts)
-
-    @contextlib.contextmanager
-    def logs_on_failure(self) -> Iterator[None]:
-        """Prints :meth:`logs_tail` (pytest shows it with the failure) when the block raises."""
-        try:
-            yield
-        except BaseException:
-            print(self.logs_tail(), flush=True)
-            raise
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)  # start_new_session: the group id is the service's pid
+__all__ = ["AirflowServiceError", "AirflowServices", "airflow_bin", "airflow_services", "free_port"]
 
 
 @contextlib.contextmanager
@@ -280,43 +58,16 @@ def airflow_services(dags_folder: Path | str, *, postgres_url: str, extra_env: d
 
     ``postgres_url`` names the PostgreSQL server for the metadata database (a new database
     is created on it and dropped afterwards). ``extra_env`` is added to the services'
-    environment -- ``AIRFLOW_CONN_*`` connections, ``PATH``, ``JAVA_HOME``... The
-    environment is this process's one without its ``AIRFLOW*`` variables (a test session's
-    own Airflow settings must not leak into the services). ``home`` defaults to a new
-    temporary directory, removed on exit unless ``keep_home``.
+    environment (:func:`services_env`) -- ``AIRFLOW_CONN_*`` connections, ``PATH``,
+    ``JAVA_HOME``... ``home`` defaults to a new temporary directory, removed on exit unless
+    ``keep_home``.
     """
     own_home = home is None
     home = Path(home or tempfile.mkdtemp(prefix="copycat-e2e-airflow-"))
     home.mkdir(parents=True, exist_ok=True)
     api_port = free_port()
     with _postgres_database(postgres_url) as db_url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "COPYCAT_TEST_AIRFLOW"))}
-        env.update({
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
-            # psycopg 3 serves async too (Airflow would otherwise ask for asyncpg)
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": db_url,
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(api_port),
-            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
-            "AIRFLOW__API__WORKERS": "1",
-            # every process signs and checks the same tokens
-            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-            # not served (--skip-serve-logs), but never the shared default ports either
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
-        })
-        env.update(extra_env or {})
+        env = services_env(home, dags_folder, api_port, db_url=db_url, extra_env=extra_env)
         services = AirflowServices(home, env, api_port)
         try:
             try:
