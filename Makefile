@@ -49,8 +49,11 @@ databases:
 browser:
 	bash scripts/ensure_browser.sh
 
+# Two test processes (pytest-xdist), whole files per process, the longest first (tests/conftest.py): each
+# process has its own broker, Spark and Spark Connect server. TEST_PROCESSES=0 runs everything in this process.
+TEST_PROCESSES ?= 2
 test: setup databases browser
-	$(ENV) && $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(ENV) && $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup
 	$(ENV) && for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done

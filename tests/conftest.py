@@ -24,6 +24,20 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The longest tests first: end-to-end files (Airflow's services, a browser), then the other
+    ``slow`` ones, then the rest, each group in its usual order. ``make test`` runs the suite in
+    two processes (pytest-xdist, whole files per process, ``--no-loadscope-reorder`` keeping this
+    order), so the long files start at once, side by side, while the quick ones fill the gaps;
+    run alone, the order changes nothing else (each test sets up what it needs)."""
+    def weight(item) -> int:
+        if item.nodeid.startswith("tests/e2e/"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=weight)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap():
     external = os.environ.get("KAFKA_BOOTSTRAP")
