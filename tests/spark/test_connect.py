@@ -113,77 +113,101 @@ def test_an_unreachable_server_fails_at_once_naming_it(worker_props):
     assert display_url(url) == f"sc://127.0.0.1:{port}/;token=[hidden]"
 
 
-def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_connect, worker_props,
-                                                                        kafka_bootstrap, unique, tmp_path):
-    import threading
-    import time
+class LongRun:
+    """A log of fixed-width lines read by one task that commits often, its records going through a
+    transform that runs record by record (InsertHeader), so that a run takes seconds: long enough to
+    stop it half-way. ``committed_lines()`` reads how far the committed offset reaches."""
 
-    from airflow_copycat.runtime.executor import run_group
-    from airflow_copycat.runtime.offsets import offset_store
-    from spark_apps.connect import Cancel
-
-    # Given a log of fixed-width lines read by one task that commits often, records going through a transform
-    # that runs record by record (InsertHeader), so the run takes seconds
     lines = 400_000
-    log = tmp_path / "big.log"
-    with open(log, "w") as f:
-        f.write("".join(f"line {i:08d}\n" for i in range(lines)))
     width = len("line 00000000\n")
-    name, topic = f"cancel-{unique}", f"cancel-{unique}"
-    props = dict(worker_props, **{"offset.flush.interval.ms": 200})
-    config = {"name": name, "connector.class": "FileStreamSource", "file": str(log), "topic": topic,
-              "topic.creation.default.partitions": 1, "transforms": "mark",
-              "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
-              "transforms.mark.header": "run", "transforms.mark.value.literal": "cancel-test"}
-    worker = WorkerConfig(props, env={})
-    (group,) = make_plan(config, worker)["groups"]
 
-    def committed_lines() -> int:
-        store = offset_store(worker)
+    def __init__(self, tmp_path, worker_props, name: str):
+        log = tmp_path / "big.log"
+        with open(log, "w") as f:
+            f.write("".join(f"line {i:08d}\n" for i in range(self.lines)))
+        self.name = self.topic = name
+        self.props = dict(worker_props, **{"offset.flush.interval.ms": 200})
+        config = {"name": name, "connector.class": "FileStreamSource", "file": str(log), "topic": name,
+                  "topic.creation.default.partitions": 1, "transforms": "mark",
+                  "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+                  "transforms.mark.header": "run", "transforms.mark.value.literal": name}
+        self.worker = WorkerConfig(self.props, env={})
+        (self.group,) = make_plan(config, self.worker)["groups"]
+
+    def committed_lines(self) -> int:
+        from airflow_copycat.runtime.offsets import offset_store
+
+        store = offset_store(self.worker)
         try:
-            offsets = store.read(name)
+            offsets = store.read(self.name)
         finally:
             store.close()
-        return max((e["offset"]["position"] for e in offsets.values()), default=0) // width
+        return max((e["offset"]["position"] for e in offsets.values()), default=0) // self.width
+
+    def start_then_wait_for_a_commit(self, run) -> tuple:
+        """Run ``run()`` on a thread until the first offsets are committed; the thread and its outcome
+        (``result`` or ``error``)."""
+        import threading
+        import time
+
+        outcome = {}
+
+        def target():
+            try:
+                outcome["result"] = run()
+            except Exception as e:  # noqa: BLE001 -- what the tests expect
+                outcome["error"] = e
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        deadline = time.monotonic() + 240
+        while self.committed_lines() == 0 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert thread.is_alive(), f"the run ended before it could be stopped: {outcome}"
+        return thread, outcome
+
+    def rerun_resumes_and_completes(self, kafka_bootstrap, done: int) -> None:
+        """The next run (in process) resumes at ``done`` lines, and Kafka then holds every line."""
+        from airflow_copycat.runtime.executor import run_group
+
+        result = run_group(self.group, self.props)
+        assert result["status"] == "ok", result
+        (partition,) = result["tasks"][0]["partitions"]
+        assert partition["offset_before"]["position"] == done * self.width
+        assert set(topic_payloads(kafka_bootstrap, self.topic, 1)) == {f"line {i:08d}" for i in range(self.lines)}
+
+
+def test_a_cancelled_group_stops_on_the_server_and_the_next_run_resumes(spark_connect, worker_props,
+                                                                        kafka_bootstrap, unique, tmp_path):
+    import time
+
+    from spark_apps.connect import Cancel
+
+    # Given a run that takes seconds
+    run = LongRun(tmp_path, worker_props, f"cancel-{unique}")
 
     # When the group runs over Spark Connect and is cancelled once it has committed some offsets
-    cancel, outcome = Cancel(), {}
-
-    def run():
-        try:
-            outcome["result"] = run_group_over_connect(spark_connect.url, group, props, cancel=cancel)
-        except Exception as e:  # noqa: BLE001 -- what the test expects
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    deadline = time.monotonic() + 240
-    while committed_lines() == 0 and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert thread.is_alive(), f"the run ended before it could be cancelled: {outcome}"
+    cancel = Cancel()
+    thread, outcome = run.start_then_wait_for_a_commit(
+        lambda: run_group_over_connect(spark_connect.url, run.group, run.props, cancel=cancel))
     interrupted = cancel.cancel()
     thread.join(120)
 
     # Then the job was interrupted: the client got an error, not a result, and nothing writes any more
     assert not thread.is_alive() and "error" in outcome and "result" not in outcome, outcome
     assert interrupted
-    count = len(topic_payloads(kafka_bootstrap, topic, 1))
+    count = len(topic_payloads(kafka_bootstrap, run.topic, 1))
     time.sleep(3)
-    values = topic_payloads(kafka_bootstrap, topic, 1)
-    assert len(values) == count < lines
+    values = topic_payloads(kafka_bootstrap, run.topic, 1)
+    assert len(values) == count < run.lines
     # And every line before the committed offset is in Kafka: no offset passed what Kafka did not acknowledge
-    done = committed_lines()
-    assert 0 < done < lines
+    done = run.committed_lines()
+    assert 0 < done < run.lines
     assert set(values) >= {f"line {i:08d}" for i in range(done)}
 
-    # When the next run goes on (in process here)
-    result = run_group(group, props)
+    # When the next run goes on, then it resumed at the committed offset, and Kafka now holds every line
+    run.rerun_resumes_and_completes(kafka_bootstrap, done)
 
-    # Then it resumed at the committed offset, and Kafka now holds every line
-    assert result["status"] == "ok", result
-    (partition,) = result["tasks"][0]["partitions"]
-    assert partition["offset_before"]["position"] == done * width
-    assert set(topic_payloads(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
 
 
 def _worker_pids(spark) -> set[int]:
@@ -247,53 +271,14 @@ def test_a_shared_session_the_server_closed_is_skipped_and_reuse_off_closes_its_
 
 def test_a_server_stopped_mid_run_fails_the_run_clearly_and_the_rerun_resumes(worker_props, kafka_bootstrap,
                                                                                unique, tmp_path):
-    import threading
-    import time
-
-    from airflow_copycat.runtime.executor import run_group
-    from airflow_copycat.runtime.offsets import offset_store
     from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
 
-    # Given a server of its own (this test stops it) and a log read by one task that commits often,
-    # through a record-by-record transform so the run takes seconds
-    lines = 400_000
-    log = tmp_path / "big.log"
-    with open(log, "w") as f:
-        f.write("".join(f"line {i:08d}\n" for i in range(lines)))
-    width = len("line 00000000\n")
-    name, topic = f"gone-{unique}", f"gone-{unique}"
-    props = dict(worker_props, **{"offset.flush.interval.ms": 200})
-    config = {"name": name, "connector.class": "FileStreamSource", "file": str(log), "topic": topic,
-              "topic.creation.default.partitions": 1, "transforms": "mark",
-              "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
-              "transforms.mark.header": "run", "transforms.mark.value.literal": "server-gone"}
-    worker = WorkerConfig(props, env={})
-    (group,) = make_plan(config, worker)["groups"]
-
-    def committed_lines() -> int:
-        store = offset_store(worker)
-        try:
-            offsets = store.read(name)
-        finally:
-            store.close()
-        return max((e["offset"]["position"] for e in offsets.values()), default=0) // width
-
+    # Given a server of its own (this test stops it) and a run on it that takes seconds
+    run = LongRun(tmp_path, worker_props, f"gone-{unique}")
     server = EmbeddedSparkConnect(token="tok-never-shown", log_path=str(tmp_path / "connect.log")).start()
-    outcome = {}
-
-    def run():
-        try:
-            outcome["result"] = run_group_over_connect(server.url, group, props)
-        except Exception as e:  # noqa: BLE001 -- what the test expects
-            outcome["error"] = e
-
     try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        deadline = time.monotonic() + 240
-        while committed_lines() == 0 and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert thread.is_alive(), f"the run ended before the server could be stopped: {outcome}"
+        thread, outcome = run.start_then_wait_for_a_commit(
+            lambda: run_group_over_connect(server.url, run.group, run.props))
 
         # When the server stops (with its executors) while the group runs
         server.stop()
@@ -309,15 +294,9 @@ def test_a_server_stopped_mid_run_fails_the_run_clearly_and_the_rerun_resumes(wo
     assert f"sc://localhost:{server.port}/" in str(error) and "went away" in str(error)
     assert "tok-never-shown" not in str(error)
     # And every line before the committed offset is in Kafka
-    done = committed_lines()
-    assert 0 < done < lines
-    assert set(topic_payloads(kafka_bootstrap, topic, 1)) >= {f"line {i:08d}" for i in range(done)}
+    done = run.committed_lines()
+    assert 0 < done < run.lines
+    assert set(topic_payloads(kafka_bootstrap, run.topic, 1)) >= {f"line {i:08d}" for i in range(done)}
 
-    # When the rerun goes on (in process here)
-    result = run_group(group, props)
-
-    # Then it resumed at the committed offset, and Kafka holds every line
-    assert result["status"] == "ok", result
-    (partition,) = result["tasks"][0]["partitions"]
-    assert partition["offset_before"]["position"] == done * width
-    assert set(topic_payloads(kafka_bootstrap, topic, 1)) == {f"line {i:08d}" for i in range(lines)}
+    # When the rerun goes on, then it resumed at the committed offset, and Kafka holds every line
+    run.rerun_resumes_and_completes(kafka_bootstrap, done)
