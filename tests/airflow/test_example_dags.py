@@ -22,11 +22,13 @@ def test_example_dags_parse_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert {"copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet", "copycat_dlq_replay",
             "copycat_distcp_sync", "copycat_distcp_backfill", "copycat_jdbc_import", "copycat_jdbc_discovery",
-            "copycat_offsets", "copycat_kafka_to_postgres"} <= set(dagbag.dag_ids)
+            "copycat_offsets", "copycat_kafka_to_postgres", "copycat_postgres_cdc",
+            "copycat_cdc_to_mariadb"} <= set(dagbag.dag_ids)
 
 
 @pytest.mark.parametrize("dag_id", ["copycat_demo", "copycat_logs_to_kafka", "copycat_kafka_to_parquet",
-                                    "copycat_dlq_replay", "copycat_kafka_to_postgres"])
+                                    "copycat_dlq_replay", "copycat_kafka_to_postgres", "copycat_postgres_cdc",
+                                    "copycat_cdc_to_mariadb"])
 def test_each_connector_is_plan_then_mapped_run_then_finish(dagbag, dag_id):
     dag = dagbag.get_dag(dag_id)
     plans = [t for t in dag.task_ids if t.endswith(".plan")]

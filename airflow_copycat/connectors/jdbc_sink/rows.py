@@ -107,9 +107,11 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
     else:
         key_columns, key, columns, values = (), (), [], {}
     fields, more = _value_columns(schema, tuple(key_columns), settings.fields_whitelist)
-    get = value.get
+    get = value.get_without_default  # a NULL stays NULL: Struct.get would give an optional field's default
     for name, field_schema, plain in fields:
         v = get(name)
+        if v is None and not field_schema.optional:  # a required field never put: its default, as Struct.get
+            v = field_schema.default
         values[name] = v if plain or v is None else _column_value(field_schema, v, zone)
     return Row(table, record, key_columns, key, tuple(columns) + more, values)
 
