@@ -97,6 +97,28 @@ def test_snapshot_then_inserts_updates_and_deletes_in_commit_order(orders, worke
     assert runs.read(topic) == []
 
 
+def test_a_slot_left_without_a_committed_offset_is_made_anew_so_the_snapshot_meets_the_stream(
+        orders, worker_props, unique):
+    # Given the connector's slot, made before any run committed an offset (a first run that died right after
+    # making it, or an operator), and rows changed since then
+    runs = CdcRuns(config(orders, unique), worker_props)
+    topic = f"pg{unique}.public.orders"
+    orders.sql(f"SELECT pg_create_logical_replication_slot('slot_{unique}', 'pgoutput')")
+    orders.sql("INSERT INTO orders VALUES (3, 'plum', 7, 2.00)")
+    orders.sql("UPDATE orders SET qty = 4 WHERE id = 1")
+
+    # When the first run snapshots and the next one streams
+    runs.run()
+    runs.run()
+
+    # Then every row came once, as a snapshot read of its current state: no change made before the
+    # snapshot came again from the slot
+    events = runs.read(topic)
+    assert ops(events) == ["r", "r", "r"]
+    assert sorted(after_ids(events)) == [1, 2, 3]
+    assert {v["after"]["id"]: v["after"]["qty"] for _, v in events}[1] == 4
+
+
 def test_offsets_have_debeziums_key_and_shape_and_the_slot_is_confirmed_to_them(orders, worker_props, unique):
     runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data"}), worker_props)
     runs.run()  # creates the slot: nothing to stream yet

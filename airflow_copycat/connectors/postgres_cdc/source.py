@@ -171,6 +171,15 @@ class PostgresCdcSourceTask(SourceTask):
         self._ensure_publication()
         want_snapshot = mode in ("initial", "initial_only", "when_needed") and (
             self.committed is None or snapshot_running(self.committed))
+        if info is not None and want_snapshot and self.committed is None:
+            # A slot no run ever committed an offset for (a first run that died before its first commit, or
+            # one made by hand): its position has no snapshot to meet, and reading the tables under a newer
+            # one would send the changes in between twice. Nothing was confirmed from it: make it anew,
+            # exporting the snapshot the stream starts from.
+            log.info("connector %s: slot %s has no committed offset yet: making it anew for a snapshot that "
+                     "meets its start", self.name, self.slot)
+            slots.drop_slot(self._control, self.slot)
+            info = None
         if info is None:
             if want_snapshot:
                 lsn, snapshot_id, self._holder = slots.create_slot_exporting_snapshot(self.kwargs, self.slot)
