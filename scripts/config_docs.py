@@ -17,6 +17,7 @@ from airflow_copycat.connectors.deadletter import DeadLetterReplaySource  # noqa
 from airflow_copycat.connectors.files import FilesSinkConnector  # noqa: E402
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector  # noqa: E402
 from airflow_copycat.connectors.jdbc_sink import JdbcSinkConnector  # noqa: E402
+from airflow_copycat.connectors.postgres_cdc import PostgresCdcSourceConnector  # noqa: E402
 from airflow_copycat.distcp.config import COPY_CONFIG  # noqa: E402
 from airflow_copycat.runtime.connector_config import FRAMEWORK_CONFIG  # noqa: E402
 
@@ -33,6 +34,8 @@ SECTIONS = [
     ("JdbcSource (`JdbcSource`, `io.confluent.connect.jdbc.JdbcSourceConnector`)", JdbcSourceConnector.config_def),
     ("JdbcSink (`JdbcSink`, `io.confluent.connect.jdbc.JdbcSinkConnector`, "
      "`io.debezium.connector.jdbc.JdbcSinkConnector`)", JdbcSinkConnector.config_def),
+    ("PostgresCdcSource (`PostgresCdcSource`, `io.debezium.connector.postgresql.PostgresConnector`)",
+     PostgresCdcSourceConnector.config_def),
     ("DeadLetterReplaySource (`DeadLetterReplaySource`; made by `replay_config` / `copycat run --replay-dlq`)",
      DeadLetterReplaySource.config_def),
     ("Copy jobs (Distcp: `copy_task_group`, `copycat copy`)", COPY_CONFIG),
