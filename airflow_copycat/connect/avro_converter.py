@@ -88,6 +88,12 @@ A tombstone is ``None`` both ways: a ``None`` value gives ``None``; ``None`` or
 empty bytes give ``SchemaAndValue(None, None)``. Bytes that are none of the layouts,
 are truncated, or do not decode with their schema raise :class:`~.errors.DataException`
 naming the topic and the problem.
+
+Why over 500 lines: the converter, the Schema Registry client use (subjects and their naming
+strategies, ids cached once, registry outages retried) and the Confluent wire format live
+together because each step needs the others' state (the schema id cache, the reader schema). It
+is an implementation, not API: issue 15 moves it with :mod:`.avro_data` into the Avro package,
+where the subject strategies and the wire format become modules of their own.
 """
 
 from __future__ import annotations

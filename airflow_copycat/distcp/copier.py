@@ -70,6 +70,13 @@ away, so it is the publisher's log, not this module, that knows what happened
 after.
 
 Permissions and modification times are set by the publisher on the final files.
+
+Why over 500 lines: copying one work unit is one sequence whose steps share the attempt's
+state -- the attempt directory, the converters' stream, the checksum, splits and their
+``_parts``, the read-back check -- and the exactly-once rules above are easier to check in one
+place. The local fast path is already apart (:mod:`.localcopy`, :mod:`.staged`). Issue 15's
+one-publish-engine work moves split handling (``finish_split`` and the parts) into a module of
+its own.
 """
 
 from __future__ import annotations
