@@ -30,6 +30,9 @@ from .batch_encoders import batch_encoder, side_columns
 from .batch_transforms import apply_chain
 
 
+_ENDS_PRODUCER = (KafkaError._STATE, KafkaError._FATAL, KafkaError._FENCED)
+
+
 def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Exception], Exception]):
     """Queue one record, waiting while the producer's queue is full. Returns the exception of a record
     Kafka refused before queuing it (too large, no such partition) for the caller to dead-letter, or
@@ -42,7 +45,8 @@ def produce(producer, topic: str, kwargs: dict[str, Any], fatal: Callable[[Excep
             producer.poll(0.5)
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-            if err is None or err.fatal() or err.txn_requires_abort():
+            # _STATE: a transactional producer whose transaction failed (fenced, aborted) refuses records
+            if err is None or err.fatal() or err.txn_requires_abort() or err.code() in _ENDS_PRODUCER:
                 raise fatal(e) from None
             return e
 

@@ -171,9 +171,23 @@ class SourceTransaction:
         if self._open:
             self.abort()
 
+    def _failed_transaction(self, e: KafkaException) -> tuple[KafkaException, KafkaError | None]:
+        """Why the open transaction refuses records (``produce()`` only says "erroneous state"): the
+        transaction's own error, which ``commit_transaction`` returns without committing anything in
+        that state (fenced by a newer attempt, or aborted by the broker). ``e`` itself if it says no more."""
+        try:
+            self.producer.commit_transaction(10)
+        except KafkaException as cause:
+            err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
+            if err is not None and err.code() not in (KafkaError._STATE, KafkaError._TIMED_OUT):
+                return cause, err
+        return e, e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+
     def error(self, what: str, e: KafkaException) -> ConnectException:
         """The error that ends the task after ``e`` while ``what``, saying when it means fencing."""
         err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if err is not None and err.code() == KafkaError._STATE and self._open:
+            e, err = self._failed_transaction(e)
         if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             return ConnectException(
                 f"connector {self.connector}: this attempt was fenced while {what}: another attempt of the same task "

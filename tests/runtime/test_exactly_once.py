@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from airflow_copycat.connect.errors import ConfigException, ConnectException
+from airflow_copycat.runtime.batch_producer import produce
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client, read_to_end
 from airflow_copycat.runtime.offsets import KafkaOffsetStore, murmur2, murmur2_partition
@@ -175,6 +176,31 @@ def test_a_failed_run_keeps_what_it_committed_and_aborts_the_rest(worker_props, 
     for config in (per_poll, at_end):
         values = [json.loads(v)["payload"] for v in _committed_values(kafka_bootstrap, config["topic"])]
         assert values == [f"c0-{n}" for n in range(8)]
+
+
+def test_a_zombie_attempt_that_produces_again_is_told_it_was_fenced(worker_props, unique):
+    # Given an attempt of a task with a record in its open transaction
+    props = dict(worker_props, **{"exactly.once.source.support": "enabled"})
+    worker = WorkerConfig(props, env={})
+    name = f"zombie-produce-{unique}"
+    admin = admin_client(worker.admin_config())
+    admin.create_topics([NewTopic(name, 1)])[name].result()
+    tid = transactional_id(worker, name, 0)
+    zombie = SourceTransaction(worker.producer_config(), tid, KafkaOffsetStore(worker), name)
+    zombie.start()
+    zombie.producer.produce(name, b"first")
+    zombie.producer.flush(30)
+    # When a newer attempt of the same task starts, and the first one goes on producing
+    newer = SourceTransaction(worker.producer_config(), tid, KafkaOffsetStore(worker), name)
+    newer.start()
+    # Then its next record fails the task with an error that names the fencing (the producer itself only
+    # says "erroneous state"), not as a bad record to dead-letter
+    with pytest.raises(ConnectException, match="fenced") as failed:
+        for _ in range(200):
+            produce(zombie.producer, name, {"value": b"more"}, lambda e: zombie.error("producing", e))
+            zombie.producer.poll(0.05)
+    assert tid in str(failed.value)
+    newer.close()
 
 
 def test_a_running_attempt_is_fenced_when_the_next_one_starts(worker_props, kafka_bootstrap, unique, abort_visibility):
