@@ -219,7 +219,12 @@ class SinkTask(Task):
         The default is the batch's meaning, ``self.put(batch.to_records())``; an override
         writes the columns itself where it can do exactly what the records would do, and
         calls ``to_records()`` for the rest. Raise ``RetriableException`` to have the same
-        batch given again after a back-off."""
+        batch given again after a back-off.
+
+        A task may go on writing a batch after this returns (a transaction committing while the
+        framework reads the next batch) if it finishes that write before it writes anything of the
+        next batch, in :meth:`pre_commit` and in :meth:`stop`; records of it that it reports then
+        (``context.report_error``) are dead-lettered with their bytes, as during the call."""
         self.put(batch.to_records())
 
     def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:

@@ -79,19 +79,24 @@ def takes_batches(task: SinkTask) -> bool:
 
 class _Context(SinkTaskContext):
     """Routes records ``put`` refused (:meth:`report_error`) to the error handler, with the
-    bytes they had in Kafka (``batch``: the batch being put). With ``durable`` (a sink that
+    bytes they had in Kafka (``batch``: the batch being put; ``previous``: the one put before, which
+    a task writing in the background may report from while the next is put). With ``durable`` (a sink that
     keeps its offsets in the destination and may commit them inside ``put``), the dead letter
     is acknowledged by Kafka before ``report_error`` returns, so no offset passes a record
     that is neither written nor dead-lettered."""
 
     handler: ErrorHandler
     batch: SinkBatch | None = None
+    previous: SinkBatch | None = None
     durable: bool = False
 
     def report_error(self, record, error):
-        batch = self.batch
         topic, partition, offset = record.read_from
-        row = batch.row(topic, partition, offset) if batch is not None else None
+        batch, row = None, None
+        for batch in (self.batch, self.previous):
+            row = batch.row(topic, partition, offset) if batch is not None else None
+            if row is not None:
+                break
         self.handler.handle("TASK_PUT", error, location=f"topic {topic} partition {partition} offset {offset}",
                             key=batch.keys[row] if row is not None else None,
                             value=batch.values[row] if row is not None else None,
@@ -389,7 +394,7 @@ class SinkRun:
                     delay = min(delay * 2, 10.0)
                     self.put_retries += 1
         finally:
-            self.ctx.batch = None
+            self.ctx.batch, self.ctx.previous = None, batch
 
     def commit(self, final: bool) -> None:
         """``pre_commit`` the positions; mirror what it returned into the consumer group."""

@@ -21,6 +21,14 @@ rows (upsert: the last of each key) are bulk-loaded into a temporary staging tab
 (:meth:`.offsets_table.OffsetsTable.moves_sql`), then it commits. When that
 transaction fails, each run is tried again in a transaction of its own.
 
+The batch's last transaction runs on a writer thread while the framework consumes
+and decodes the next batch (the ADBC driver and pyarrow's JSON parser release the
+GIL); it is waited for (:meth:`ColumnWriter.drain`) before anything of the next
+batch is written, in ``pre_commit`` and in ``stop``. Its rows and offsets commit
+together or not at all, as before; a failure of it is handled at that point, as
+any failed transaction (its records are reported from the batch before the
+current one, see ``SinkTask.put_batch``).
+
 What it cannot promise to write exactly as the records goes to the records path,
 in order, run by run: a converter other than JsonConverter with schemas, a
 tombstone or null value, a value or key column decode_envelopes refuses, a
@@ -39,6 +47,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -83,11 +92,15 @@ class ColumnWriter:
     def __init__(self, task):
         self.task = task
         self._conn = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: _InFlight | None = None
 
     # ------------------------------------------------------------ the batch
 
     def put_batch(self, batch) -> None:
-        """Write ``batch`` as the records path would (see the module docstring)."""
+        """Write ``batch`` as the records path would (see the module docstring). Its last column
+        transaction may still run when this returns; :meth:`drain` waits for it."""
+        steps: list = []  # in batch order: a group of runs for the columns, or a (start, stop) span for the records
         group: list[tuple[int, int, _Run]] = []
         for topic, partition, start, stop in batch.runs():
             try:
@@ -98,12 +111,40 @@ class ColumnWriter:
             if run is _WRITTEN:
                 continue
             if run is None:
-                self._write(batch, group)
-                group = []
-                self.task.put(self._records(batch, [(start, stop)]))
+                if group:
+                    steps.append(group)
+                    group = []
+                steps.append((start, stop))
             else:
                 group.append((start, stop, run))
-        self._write(batch, group)
+        if group:
+            steps.append(group)
+        self.drain()  # the batch before, written (or given to the records) before anything of this one
+        for i, step in enumerate(steps):
+            if isinstance(step, tuple):
+                self.task.put(self._records(batch, [step]))
+            elif i == len(steps) - 1:
+                self._submit(batch, step)
+            else:
+                self._write(batch, step)
+
+    def drain(self, *, fallback: bool = True) -> None:
+        """Wait for the column transaction :meth:`put_batch` left running. When it failed, its runs
+        go as :meth:`_write` sends them after a failure (each alone, then the records), unless
+        ``fallback`` is false (the task stops: nothing of it is committed, the next run redoes it).
+        Called before any other write, by ``pre_commit`` and by ``stop``."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        try:
+            inflight.future.result()
+        except Exception as e:  # noqa: BLE001 -- the records path writes them and reports what failed
+            log.debug("columns failed for %d run(s): %s", len(inflight.group), _first_line(e))
+            self._rollback()
+            if fallback:
+                self._fall_back(inflight.batch, inflight.group)
+            return
+        self._done(inflight.group, inflight.moves, inflight.counts)
 
     @staticmethod
     def _records(batch, spans: Sequence[tuple[int, int]]) -> list:
@@ -116,7 +157,8 @@ class ColumnWriter:
         if settings.insert_mode == "update":
             return None
         offsets = batch.offsets
-        committed = task.committed.get(tp, -1)
+        committed = max(task.committed.get(tp, -1), self._inflight.moves.get(tp, (None, -1))[1]
+                        if self._inflight is not None else -1)
         if offsets[start] < committed:  # given again after a retry: skip what the database has
             start = bisect.bisect_left(offsets, committed, start, stop)
             if start == stop:
@@ -198,31 +240,50 @@ class ColumnWriter:
     # ------------------------------------------------------------ the transaction
 
     def _write(self, batch, group: list[tuple[int, int, _Run]]) -> None:
-        """One transaction for ``group``'s runs; when it fails, one for each run, and the records
-        path for a run that fails alone."""
-        if not group or self._try(group):
-            return
+        """One transaction for ``group``'s runs; when it fails, :meth:`_fall_back`."""
+        if group and not self._try(group):
+            self._fall_back(batch, group)
+
+    def _fall_back(self, batch, group: list[tuple[int, int, _Run]]) -> None:
+        """After ``group``'s transaction failed: one transaction for each run, and the records path
+        for a run that fails alone."""
         for one in group if len(group) > 1 else ():
             if not self._try([one]):
                 self.task.put(self._records(batch, [one[:2]]))
         if len(group) == 1:
             self.task.put(self._records(batch, [group[0][:2]]))
 
+    def _moves(self, group: list[tuple[int, int, _Run]]) -> dict[tuple[str, int], tuple[int | None, int]]:
+        moves: dict[tuple[str, int], tuple[int | None, int]] = {}
+        for _, _, run in group:
+            moves[run.tp] = (moves[run.tp][0] if run.tp in moves else self.task.committed.get(run.tp), run.end)
+        return moves
+
     def _try(self, group: list[tuple[int, int, _Run]]) -> bool:
         """Write ``group``'s runs and their offsets in one transaction; ``False`` (rolled back) when
         anything failed."""
-        task = self.task
-        moves: dict[tuple[str, int], tuple[int | None, int]] = {}
-        for _, _, run in group:
-            moves[run.tp] = (moves[run.tp][0] if run.tp in moves else task.committed.get(run.tp), run.end)
-        counts: dict[str, dict[str, int]] = {}
+        moves, counts = self._moves(group), {}
         try:
             self._transaction([run for _, _, run in group], moves, counts)
         except Exception as e:  # noqa: BLE001 -- the records path writes them and reports what failed
-            log.debug("columns failed for %d run(s): %s", len(group), str(e).splitlines()[0] if str(e) else
-                      type(e).__name__)
+            log.debug("columns failed for %d run(s): %s", len(group), _first_line(e))
             self._rollback()
             return False
+        self._done(group, moves, counts)
+        return True
+
+    def _submit(self, batch, group: list[tuple[int, int, _Run]]) -> None:
+        """Start ``group``'s transaction on the writer thread (the next batch decodes meanwhile: the
+        database driver and the JSON parser both release the GIL); :meth:`drain` ends it."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="jdbc-sink-columns")
+        moves, counts = self._moves(group), {}
+        future = self._pool.submit(self._transaction, [run for _, _, run in group], moves, counts)
+        self._inflight = _InFlight(batch, group, moves, counts, future)
+
+    def _done(self, group: list[tuple[int, int, _Run]], moves: dict, counts: dict) -> None:
+        """What a committed transaction of ``group`` moved: the task's offsets, counts and metrics."""
+        task = self.task
         task.committed.update({tp: new for tp, (_, new) in moves.items()})
         for table, c in counts.items():
             mine = task.writer.counts.setdefault(table, {})
@@ -232,7 +293,6 @@ class ColumnWriter:
                                                                                    for _, _, r in group)
         task.metrics.update(tables=task.writer.counts, tables_created=len(task.tables.created),
                             columns_added=len(task.tables.added), write_retries=task.writer.retries)
-        return True
 
     def _transaction(self, runs: list[_Run], moves: dict, counts: dict) -> None:
         conn = self._connection()
@@ -279,12 +339,35 @@ class ColumnWriter:
             self.close()
 
     def close(self) -> None:
+        """Wait for a transaction still running (see :meth:`drain`; no fallback), then close."""
+        try:
+            self.drain(fallback=False)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
                 conn.close()
             except Exception:  # noqa: BLE001 -- closing a dead connection
                 pass
+
+
+@dataclasses.dataclass
+class _InFlight:
+    """A column transaction running on the writer thread: the batch and runs it writes, the offset
+    moves and counts it makes when it commits."""
+
+    batch: Any
+    group: list
+    moves: dict
+    counts: dict
+    future: Future
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def _first_record(batch, row: int) -> SinkRecord:

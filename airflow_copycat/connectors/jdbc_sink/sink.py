@@ -142,7 +142,9 @@ class JdbcSinkTask(SinkTask):
     def put_batch(self, batch) -> None:
         """A consume round's messages (up to 10,000 rather than 500 for ``put``: fewer, larger
         transactions): on PostgreSQL in columns (:mod:`.columns`, ``copycat.batch.enabled``), else
-        through their records as :meth:`put` writes them; the same rows, offsets and errors."""
+        through their records as :meth:`put` writes them; the same rows, offsets and errors. In
+        columns, the batch's last transaction commits while the framework reads and decodes the next
+        batch: it is waited for before the next batch writes anything, and by ``pre_commit``."""
         if self.columns is None:
             self.put(batch.to_records())
         else:
@@ -151,6 +153,8 @@ class JdbcSinkTask(SinkTask):
     def pre_commit(self, offsets: Mapping[TopicPartition, int], *, final: bool = False) -> dict[TopicPartition, int]:
         """Everything ``put`` got is committed already; records the framework handled without ``put``
         (dead-lettered, dropped by a transform) move the database's offsets past them here."""
+        if self.columns is not None:
+            self.columns.drain()  # the last batch's transaction, which may still run
         moves = {}
         for (topic, part), off in offsets.items():
             tp = (topic, int(part))
