@@ -415,3 +415,51 @@ def test_through_the_broker_batches_and_records_write_the_same_files_and_dead_le
         (slow["records"], slow["errors"], slow["dead_lettered"])
     assert {p["offset_after"] for p in fast["partitions"]} == {200}
     assert pq.read_table(tmp_path / f"batches-{unique}" / sorted(fast_files)[0]).num_rows == 64
+
+
+@st.composite
+def decimal_texts(draw):
+    """Base64 decimal payloads of every size up to 9 bytes (and some defects), nulls, a precision and a
+    scale, and where the column starts (an Arrow slice)."""
+    def text(n: int) -> str:
+        bits = n.bit_length() if n >= 0 else (~n).bit_length()
+        return base64.b64encode(n.to_bytes(bits // 8 + 1, "big", signed=True)).decode()
+
+    values = draw(st.lists(st.none() | st.integers(-2**71, 2**71).map(text)
+                           | st.sampled_from(["", "AA=", "A===", "AA=A", "////", "é===", "AAAAAAAAAAAAAAAA"]),
+                           min_size=1, max_size=40))
+    precision = draw(st.integers(1, 38))
+    return values, precision, draw(st.integers(-2, precision + 1)), draw(st.integers(0, 3))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(decimal_texts())
+def test_decimals_decode_in_columns_as_one_by_one(case):
+    """Given base64 decimal payloads, when decoded in columns, then the column holds what decoding them
+    one by one (``Decimal.to_logical``, as the records do) gives, or the columns refuse exactly where
+    the one-by-one path fails."""
+    import pyarrow as pa
+
+    from airflow_copycat.connectors.files import json_columns
+
+    values, precision, scale, skip = case
+    schema = Decimal.builder(scale).optional().parameter("connect.decimal.precision", str(precision)).build()
+    array = pa.array(["pad"] * skip + values, pa.string())[skip:]
+    target = pa.decimal128(precision, scale)
+
+    def one_by_one():
+        return pa.array([None if s is None else Decimal.to_logical(schema, base64.b64decode(s, validate=True) or 1 / 0)
+                         for s in values], type=target)
+
+    try:
+        expected = one_by_one()
+    except Exception:  # noqa: BLE001 -- the columns must refuse too
+        expected = None
+    try:
+        got = json_columns._convert(array, schema, 0)
+    except json_columns._Unsure:
+        got = None
+    event("decoded" if got is not None else "refused")
+    assert (got is None) == (expected is None), (values, precision, scale)
+    if got is not None:
+        assert got.equals(expected)

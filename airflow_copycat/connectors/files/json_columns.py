@@ -186,6 +186,9 @@ def _convert(array, schema: Schema, inherited_nulls: int):
     if name == Time.LOGICAL_NAME:
         return _view(_in_range(array, (0, 86_399_999)), target)
     if name == Decimal.LOGICAL_NAME:
+        fast = _small_decimals(array, target)
+        if fast is not None:
+            return fast
         scale_schema = schema
         try:
             return pa.array([None if s is None else Decimal.to_logical(scale_schema, _unbase64(s))
@@ -219,6 +222,64 @@ def _convert(array, schema: Schema, inherited_nulls: int):
     if t is Type.FLOAT32 and _has_negative_zero(array):
         raise _Unsure()  # the records read every zero, -0.0 too, as the float32 0.0
     return array
+
+
+_B64 = None
+
+
+def _small_decimals(array, target):
+    """Base64 decimals whose unscaled values fit 8 bytes (what prices and amounts are), decoded in
+    columns into ``target`` (decimal128): the values ``Decimal.to_logical`` gives, or ``None`` when
+    any value is not such a canonical base64 text (the per-value decoder then decides, and raises
+    where the records fail). Raises :class:`_Unsure` for a value beyond ``target``'s precision."""
+    import numpy as np
+    import pyarrow as pa
+
+    global _B64
+    if _B64 is None:
+        lut = np.full(256, 255, np.uint8)
+        alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        lut[np.frombuffer(alphabet, np.uint8)] = np.arange(64, dtype=np.uint8)
+        _B64 = lut
+    n = len(array)
+    if not n or array.null_count == n or not pa.types.is_string(array.type) \
+            or not 0 <= target.scale <= target.precision:
+        return None
+    valid = np.ones(n, bool) if not array.null_count else array.is_valid().to_numpy(zero_copy_only=False)
+    _, offsets, data = array.buffers()
+    offsets = np.frombuffer(offsets, np.int32)[array.offset:array.offset + n + 1]
+    lengths = np.where(valid, np.diff(offsets), 4)
+    if lengths.min() < 4 or lengths.max() > 12 or (lengths % 4).any():
+        return None
+    width = np.arange(12)
+    inside = width[None, :] < lengths[:, None]
+    text = np.frombuffer(data, np.uint8) if data is not None else np.zeros(1, np.uint8)
+    chars = np.where(inside & valid[:, None], text[np.minimum(offsets[:-1, None] + width[None, :], len(text) - 1)],
+                     ord("A"))
+    rows = np.arange(n)
+    pad = chars[rows, lengths - 1] == ord("=")
+    pads = pad.astype(np.int64) + (pad & (chars[rows, lengths - 2] == ord("=")))
+    sextets = _B64[chars]
+    data_chars = width[None, :] < (lengths - pads)[:, None]
+    if (sextets[data_chars] == 255).any():
+        return None  # not base64, or padding inside
+    sextets = np.where(data_chars, sextets, 0).astype(np.uint64)
+    nbytes = lengths // 4 * 3 - pads
+    if nbytes.max() > 8:
+        return None
+    groups = (sextets[:, 0::4] << 18) | (sextets[:, 1::4] << 12) | (sextets[:, 2::4] << 6) | sextets[:, 3::4]
+    raw = np.stack([groups >> 16, groups >> 8, groups], axis=2).reshape(n, 9) & 0xFF
+    acc = np.zeros(n, np.uint64)
+    for i in range(8):
+        acc = np.where(i < nbytes, (acc << np.uint64(8)) | raw[:, i], acc)
+    shift = (64 - 8 * nbytes).astype(np.uint64)
+    unscaled = ((acc << shift).view(np.int64) >> shift.astype(np.int64)) * valid
+    if target.precision < 19 and (unscaled.max() >= 10 ** target.precision or unscaled.min() <= -10 ** target.precision):
+        raise _Unsure()
+    words = np.empty((n, 2), np.int64)
+    words[:, 0], words[:, 1] = unscaled, unscaled >> 63
+    validity = array.is_valid().buffers()[1] if array.null_count else None
+    return pa.Array.from_buffers(target, n, [validity, pa.py_buffer(words.tobytes())], null_count=array.null_count)
 
 
 def _has_negative_zero(array) -> bool:
