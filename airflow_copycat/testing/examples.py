@@ -73,8 +73,7 @@ class ExampleServers:
         return {
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka",
                                                       "extra": {"bootstrap.servers": self.broker.bootstrap}}),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
-                                                      "port": self.spark.port}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": self.spark.airflow_connection(),
             "AIRFLOW_CONN_SHOP_DB": json.dumps({"conn_type": "sqlite", "host": str(example_dir / "shop.db")}),
             "COPYCAT_DEMO_DIR": str(example_dir),
         }

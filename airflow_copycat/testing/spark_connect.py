@@ -15,6 +15,7 @@ new client about 3 s more, later jobs well under a second.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -85,6 +86,15 @@ class EmbeddedSparkConnect:
         if self.token:
             return f"sc://localhost:{self.port}/;token={self.token}"
         return f"sc://127.0.0.1:{self.port}"
+
+    def airflow_connection(self) -> str:
+        """This server as an Airflow connection (JSON, for an ``AIRFLOW_CONN_*`` variable) of type
+        ``spark_connect``: the Spark provider's ``SparkConnectHook`` makes :attr:`url` of it, the
+        token travelling as the connection's password."""
+        conn = {"conn_type": "spark_connect", "host": "localhost" if self.token else "127.0.0.1", "port": self.port}
+        if self.token:
+            conn["password"] = self.token
+        return json.dumps(conn)
 
     def start(self, timeout: float = 180.0) -> "EmbeddedSparkConnect":
         home = spark_home()

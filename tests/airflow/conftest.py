@@ -78,6 +78,16 @@ def kafka_conn(kafka_bootstrap):
 
 
 @pytest.fixture
+def spark_default(spark_connect, monkeypatch):
+    """``spark_default`` is a ``spark_connect`` connection to the session's Spark Connect server: the
+    example DAGs' task groups run there, about a second each, instead of starting a spark-submit JVM
+    each (spark-submit itself is tested with its own connection: test_dags_test_spark.py, the CLI's
+    and the Spark application's tests)."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_connect.airflow_connection())
+    return "spark_default"
+
+
+@pytest.fixture
 def test_worker_config(unique):
     """Worker keys for one test: its own offset topic, with few partitions (quick to read to the end)."""
     return {"offset.storage.topic": f"copycat-offsets-{unique}", "offset.storage.partitions": 3,

@@ -18,9 +18,7 @@ pytestmark = pytest.mark.slow
 def spark_connect_conn(spark_connect, monkeypatch):
     """``spark_connect_test``: a ``spark_connect`` connection to the test server, its token as the password
     (the provider's ``SparkConnectHook`` turns it into ``sc://localhost:PORT/;token=...``)."""
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps({
-        "conn_type": "spark_connect", "host": "localhost", "port": spark_connect.port,
-        "password": spark_connect.token}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", spark_connect.airflow_connection())
     return "spark_connect_test"
 
 

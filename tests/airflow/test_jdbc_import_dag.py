@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from tests.airflow.conftest import DAGS_FOLDER, DagRunResult, _state
-from tests.airflow.test_dags_test_spark import SPARK_CONN, spark_env
 
 pytestmark = pytest.mark.slow
 
@@ -127,11 +126,9 @@ def ms(t: dt.datetime) -> int:
 
 
 def test_hourly_import_live_runs_and_a_backfill_of_an_earlier_hour(
-        kafka_conn, run_dag, read_topic, tmp_path, unique, monkeypatch):
+        kafka_conn, spark_default, run_dag, read_topic, tmp_path, unique, monkeypatch):
     # Given the shop database with orders in three hours (one customer per hour), the shop_db connection,
-    # Spark on local[2], and the example DAG
-    for key, value in dict(spark_env(), AIRFLOW_CONN_SPARK_DEFAULT=SPARK_CONN).items():
-        monkeypatch.setenv(key, value)
+    # Spark (spark_default: the session's Spark Connect server), and the example DAG
     db_file = tmp_path / "shop.db"
     monkeypatch.setenv("AIRFLOW_CONN_SHOP_DB", json.dumps({"conn_type": "sqlite", "host": str(db_file)}))
     engine = shop_db.engine_for(str(db_file))

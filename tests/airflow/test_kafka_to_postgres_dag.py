@@ -19,7 +19,6 @@ from airflow_copycat.connect import Schema, SchemaBuilder, Struct
 from airflow_copycat.connect.json_converter import JsonConverter
 from airflow_copycat.runtime.kafka import admin_client
 from tests.airflow.conftest import DAGS_FOLDER
-from tests.airflow.test_dags_test_spark import SPARK_CONN, spark_env
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +59,7 @@ def produce(bootstrap: str, topic: str, schema, rows: list) -> None:
     assert p.flush(30) == 0
 
 
-def test_hourly_upserts_and_deletes_into_postgres(kafka_conn, run_dag, postgres_url, unique, monkeypatch):
-    for key, value in dict(spark_env(), AIRFLOW_CONN_SPARK_DEFAULT=SPARK_CONN).items():
-        monkeypatch.setenv(key, value)
+def test_hourly_upserts_and_deletes_into_postgres(kafka_conn, spark_default, run_dag, postgres_url, unique, monkeypatch):
     url = sa.engine.make_url(postgres_url)
     monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE_DB", json.dumps(
         {"conn_type": "postgres", "host": url.host, "port": url.port or 5432, "schema": url.database,

@@ -284,12 +284,7 @@ def test_sensor_documents_its_templated_fields():
 
 
 def test_example_dag_imports_a_table_created_between_runs_on_spark(
-        tmp_path, unique, run_dag, read_topic, kafka_conn, monkeypatch):
-    from tests.airflow.test_dags_test_spark import SPARK_CONN, spark_env
-
-    for k, v in spark_env().items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", SPARK_CONN)
+        tmp_path, unique, run_dag, read_topic, kafka_conn, spark_default):
     # Given the example DAG over a SQLite database with tables a and b
     shutil.copy(ROOT / "dags" / "jdbc_discovery.py", DAGS_FOLDER / "jdbc_discovery.py")
     dag = load_dag(DAGS_FOLDER / "jdbc_discovery.py")

@@ -19,7 +19,6 @@ import pytest
 import sqlalchemy as sa
 
 from tests.airflow.conftest import DAGS_FOLDER
-from tests.airflow.test_dags_test_spark import SPARK_CONN, spark_env
 
 pytestmark = pytest.mark.slow
 
@@ -82,12 +81,10 @@ def shop(postgres_cdc_url, unique):
         yield db
 
 
-def test_hourly_cdc_replayed_into_mariadb_stays_identical(kafka_conn, run_dag, shop, mariadb_url, unique,
+def test_hourly_cdc_replayed_into_mariadb_stays_identical(kafka_conn, spark_default, run_dag, shop, mariadb_url, unique,
                                                           monkeypatch):
-    # Given the shop database with customers and orders, the shop_pg and replica_db connections, Spark on
-    # local[2], and the two example DAGs
-    for key, value in dict(spark_env(), AIRFLOW_CONN_SPARK_DEFAULT=SPARK_CONN).items():
-        monkeypatch.setenv(key, value)
+    # Given the shop database with customers and orders, the shop_pg and replica_db connections, Spark
+    # (spark_default: the session's Spark Connect server), and the two example DAGs
     info = shop.info
     monkeypatch.setenv("AIRFLOW_CONN_SHOP_PG", json.dumps(
         {"conn_type": "postgres", "host": info.get("host", "127.0.0.1"), "port": int(info.get("port", 5432)),

@@ -5,7 +5,7 @@ starts them once per test session).
 :func:`jdbc_airflow_services` gives them a dags folder holding the example DAG file and its connector
 config (copies of the repository's files, unchanged), a SQLite shop database filled with
 orders over several past hours (``scripts/shop_db.py``), the session's Kafka broker with an
-offset topic of its own, and Spark ``local[2]``. The DAG is unpaused and its first scheduled
+offset topic of its own, and the Spark Connect server it is given. The DAG is unpaused and its first scheduled
 (live) run has finished before any test starts: the live offsets exist, so a test can check
 that a backfill leaves them where they are.
 """
@@ -84,9 +84,11 @@ class JdbcAirflow:
 
 
 @contextlib.contextmanager
-def jdbc_airflow_services(work: Path, *, kafka_bootstrap: str, postgres_url: str) -> Iterator[JdbcAirflow]:
+def jdbc_airflow_services(work: Path, *, kafka_bootstrap: str, postgres_url: str,
+                          spark_connection: str) -> Iterator[JdbcAirflow]:
     """Starts the services in the empty directory ``work`` (see the module docstring) and
-    yields them after the first live run succeeded; stops them on exit."""
+    yields them after the first live run succeeded; stops them on exit. ``spark_connection``:
+    the ``spark_default`` connection (JSON) the DAG's groups run on."""
     dag_file = REPO / "dags" / "jdbc_import.py"
     assert dag_file.exists(), f"the example DAG {dag_file} is missing"
     dags = work / "dags"
@@ -112,7 +114,7 @@ def jdbc_airflow_services(work: Path, *, kafka_bootstrap: str, postgres_url: str
             "bootstrap.servers": kafka_bootstrap, "offset.storage.topic": offset_topic,
             "offset.storage.partitions": 3}}),
         "AIRFLOW_CONN_SHOP_DB": json.dumps({"conn_type": "sqlite", "host": str(shop_path)}),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": spark_connection,
         # as the Makefile's ENV: spark-submit finds python3 on PATH; executors run this interpreter
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,

@@ -1,0 +1,198 @@
+"""Backfills of the example DAG ``copycat_jdbc_import`` on the real Airflow services (LocalExecutor;
+the task groups on the session's Spark Connect server), both tests on one running Airflow
+(``jdbc_airflow``, started once: one file, so one test process).
+
+* Through Airflow's REST API: each backfill run imports exactly the rows whose ``updated_at``
+  lies in its hour, once, and the live offsets of the connector stay where the live run left them.
+* From the UI: headless Chromium from Debian (``/usr/bin/chromium``, installed by ``make test``
+  through scripts/ensure_browser.sh) driven by Playwright logs in, opens the DAG, opens the
+  trigger dialog, chooses "Backfill", fills the date range and submits. The REST API then shows
+  the backfill and its runs succeed, and exactly the rows of those hours reach Kafka, once, while
+  the live offsets stay where they were. A screenshot of the page is saved under the test's tmp
+  dir when anything fails.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from airflow_copycat.runtime.windows import is_window_namespace
+from tests.support.jdbc_airflow import CONNECTOR, DAG_ID, TOPICS, records_since, topic_positions
+
+pytestmark = pytest.mark.slow
+
+FINISH_TASK = f"{CONNECTOR}.finish"
+CHROMIUM = os.environ.get("COPYCAT_TEST_CHROMIUM", "/usr/bin/chromium")
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_backfill_through_rest_api_imports_its_hours_once_and_leaves_live_offsets(jdbc_airflow):
+    airflow, s = jdbc_airflow, jdbc_airflow.services
+    with s.logs_on_failure():
+        s.wait_for_backfills_completed(DAG_ID)  # Airflow allows one active backfill per DAG
+        live_before = airflow.offsets()
+        assert CONNECTOR in live_before, f"the live run left no offsets: {sorted(live_before)}"
+        positions = topic_positions(airflow.bootstrap)
+        hours = [airflow.hour(i) for i in (1, 2, 3)]
+        expected = {h: airflow.rows_between(h, h + dt.timedelta(hours=1)) for h in hours}
+        assert all(expected[h]["orders"] for h in hours), expected
+
+        backfill = s.api("POST", "/backfills", json={
+            "dag_id": DAG_ID, "from_date": _iso(hours[0]), "to_date": _iso(hours[-1]), "max_active_runs": 1})
+        assert backfill["dag_id"] == DAG_ID
+
+        starts = {_iso(h) for h in hours}
+        runs = s.wait_for_runs(DAG_ID, lambda r: r["run_type"] == "backfill" and r["data_interval_start"] in starts,
+                               len(hours), timeout=900)
+        assert {r["data_interval_start"]: r["state"] for r in runs} == {h: "success" for h in starts}
+        for r in runs:  # each run covers one hour of the timetable
+            assert _parse(r["data_interval_end"]) - _parse(r["data_interval_start"]) == dt.timedelta(hours=1)
+        assert s.api("GET", f"/backfills/{backfill['id']}")["dag_id"] == DAG_ID
+
+        # Kafka: exactly the rows of the three hours arrived, each once
+        arrived = records_since(airflow.bootstrap, positions)
+        for table, topic in TOPICS.items():
+            ids = [v["id"] for v in arrived[topic]]
+            want = set().union(*(expected[h][table] for h in hours))
+            assert sorted(ids) == sorted(want), f"{topic}: got {sorted(ids)}, want {sorted(want)}"
+
+        # the live offsets were neither moved nor rewritten; the windows' own offsets were deleted
+        after = airflow.offsets()
+        assert after[CONNECTOR] == live_before[CONNECTOR]
+        assert not [name for name in after if is_window_namespace(name)], sorted(after)
+
+        # the finish task's XCom names each run's window and what it copied per table
+        for r in runs:
+            start = _parse(r["data_interval_start"])
+            summary = s.xcom(DAG_ID, r["dag_run_id"], FINISH_TASK)
+            assert summary["status"] == "ok", summary
+            assert (_parse(summary["window"]["start"]), _parse(summary["window"]["end"])) == (
+                start, start + dt.timedelta(hours=1)), summary["window"]
+            want = expected[start]
+            assert summary["topics"] == {TOPICS[t]: len(want[t]) for t in TOPICS if want[t]}, summary["topics"]
+            per_table = {p["partition"]["table"]: p["records"] for p in summary["partitions"]}
+            assert per_table == {t: len(want[t]) for t in TOPICS}, summary["partitions"]
+
+        # a rerun of a backfill run (cleared, as from the UI) reads its hour again: the same records
+        rerun = runs[1]
+        hour = _parse(rerun["data_interval_start"])
+        positions = topic_positions(airflow.bootstrap)
+        s.api("POST", f"/dags/{DAG_ID}/clearTaskInstances", json={
+            "dry_run": False, "dag_run_id": rerun["dag_run_id"], "only_failed": False, "reset_dag_runs": True})
+        again = s.wait_for_runs(DAG_ID, lambda r: r["dag_run_id"] == rerun["dag_run_id"], 1, timeout=600)
+        assert again[0]["state"] == "success", again
+        rerun_records = records_since(airflow.bootstrap, positions)
+        for table, topic in TOPICS.items():
+            first = [v for v in arrived[topic] if v["id"] in expected[hour][table]]
+            assert first, f"no {table} rows in {hour}"
+            assert sorted(map(_canonical, rerun_records[topic])) == sorted(map(_canonical, first)), topic
+        assert airflow.offsets()[CONNECTOR] == live_before[CONNECTOR]
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+# ------------------------------------------------------------------ from the UI
+
+
+def _browser(playwright):
+    """Debian's Chromium, headless; never a browser Playwright downloads."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"no Chromium at {CHROMIUM}: run scripts/ensure_browser.sh (make test does) or set "
+                    f"COPYCAT_TEST_CHROMIUM", pytrace=False)
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                      args=["--no-sandbox", "--disable-dev-shm-usage"])
+
+
+def _pick_datetime(page, dialog, label: str, t: dt.datetime) -> None:
+    """Fills one of the backfill dialog's date-time pickers ("From"/"To"; the UI shows UTC)."""
+    from playwright.sync_api import expect
+
+    field = dialog.get_by_role("group").filter(has=page.get_by_text(label, exact=True))
+    field.get_by_test_id("datetime-input").click()
+    popover = page.locator("[data-scope=popover][data-part=content][data-state=open]")
+    expect(popover.get_by_text("UTC")).to_be_visible()
+    popover.get_by_placeholder("YYYY/MM/DD").fill(t.strftime("%Y/%m/%d"))
+    popover.get_by_placeholder("HH:mm").fill(t.strftime("%H:%M"))
+    dialog.get_by_text("Date Range").click()  # closes the picker
+    expect(popover).to_have_count(0)
+
+
+def _start_backfill_in_ui(page, url: str, password: str, start: dt.datetime, end: dt.datetime, runs: int) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/dags/{DAG_ID}")
+    page.get_by_label("Username").fill("admin")  # the login page comes first
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"**/dags/{DAG_ID}**")
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text("Backfill", exact=True).first.click()
+    expect(dialog.get_by_text("Run Backfill").first).to_be_visible()
+    _pick_datetime(page, dialog, "From", start)
+    _pick_datetime(page, dialog, "To", end)
+    # the dialog's dry run counts the runs the range makes
+    expect(dialog.get_by_text(f"{runs} runs will be triggered.")).to_be_visible()
+    dialog.get_by_role("button", name="Run Backfill").click()
+    expect(page.get_by_text("Backfill generated").first).to_be_visible()  # the toast of a created backfill
+    expect(page.get_by_text("Backfill in progress")).to_be_visible()
+
+
+def test_backfill_started_from_the_ui_imports_its_hours(jdbc_airflow, tmp_path: Path):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the Python package playwright is missing: uv pip install -e '.[test]'", pytrace=False)
+    airflow, s = jdbc_airflow, jdbc_airflow.services
+    with s.logs_on_failure():
+        s.wait_for_backfills_completed(DAG_ID)  # Airflow allows one active backfill per DAG
+        live_before = airflow.offsets()[CONNECTOR]
+        positions = topic_positions(airflow.bootstrap)
+        hours = [airflow.hour(4), airflow.hour(5)]
+        expected = {t: set().union(*(airflow.rows_between(h, h + dt.timedelta(hours=1))[t] for h in hours))
+                    for t in TOPICS}
+        assert expected["orders"], expected
+
+        with sync_playwright() as playwright:
+            browser = _browser(playwright)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            try:
+                _start_backfill_in_ui(page, s.url, s.password, hours[0], hours[-1], len(hours))
+            except BaseException:
+                shot = tmp_path / "backfill-ui-failure.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot of the page: {shot}")
+                raise
+            finally:
+                browser.close()
+
+        # the REST API shows the backfill the UI created, and its runs complete
+        backfills = s.api("GET", "/backfills", params={"dag_id": DAG_ID})["backfills"]
+        mine = [b for b in backfills if dt.datetime.fromisoformat(b["from_date"].replace("Z", "+00:00")) == hours[0]]
+        assert len(mine) == 1, backfills
+        assert dt.datetime.fromisoformat(mine[0]["to_date"].replace("Z", "+00:00")) == hours[-1]
+        starts = {h.strftime("%Y-%m-%dT%H:%M:%SZ") for h in hours}
+        runs = s.wait_for_runs(DAG_ID, lambda r: r["run_type"] == "backfill" and r["data_interval_start"] in starts,
+                               len(hours), timeout=900)
+        assert {r["data_interval_start"]: r["state"] for r in runs} == {h: "success" for h in starts}
+
+        arrived = records_since(airflow.bootstrap, positions)
+        for table, topic in TOPICS.items():
+            ids = [v["id"] for v in arrived[topic]]
+            assert sorted(ids) == sorted(expected[table]), f"{topic}: got {sorted(ids)}, want {sorted(expected[table])}"
+        assert airflow.offsets()[CONNECTOR] == live_before
