@@ -44,7 +44,7 @@ airflow-clean:
 databases:
 	bash scripts/ensure_databases.sh
 
-# Debian's Chromium at /usr/bin/chromium for the browser test (tests/e2e/test_backfill_ui.py, driven by Playwright):
+# Debian's Chromium at /usr/bin/chromium for the browser test (tests/e2e/test_backfill.py, driven by Playwright):
 # installed with apt-get when missing (as root); fails loudly when that is not possible. Never a downloaded browser.
 browser:
 	bash scripts/ensure_browser.sh
@@ -63,3 +63,14 @@ lint: setup
 
 clean:
 	rm -rf $(STATE) $(VENV) build *.egg-info
+
+# The whole stack in Docker (docker/compose.yaml): Airflow 3 with the example DAGs, a Spark master, two workers and a
+# Spark Connect server, Kafka, a Schema Registry, PostgreSQL and MariaDB. The UI: http://localhost:8080, user admin,
+# password admin. Needs Docker with the compose plugin; compose-down keeps the volumes (add -v to drop them).
+COMPOSE := docker compose -f docker/compose.yaml
+.PHONY: compose-up compose-down
+compose-up:
+	$(COMPOSE) up -d --build
+
+compose-down:
+	$(COMPOSE) down
