@@ -27,7 +27,8 @@ from typing import Any, Sequence
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ..connect.assignment import canonical
-from ..connect.errors import ConnectException
+from ..connect.errors import ConnectException, DataException
+from ..connect.json_converter import JsonConverter
 from ..connect.task import OffsetStorageReader
 from .kafka import admin_client, ensure_topic, read_to_end, topic_config, topic_partition_count
 from .worker import WorkerConfig
@@ -35,9 +36,24 @@ from .worker import WorkerConfig
 Offsets = dict  # canonical partition -> {"partition": ..., "offset": ...}
 
 
+def _json_text(value: Any) -> bytes:
+    """``value`` as Kafka Connect's workers write offsets: their JsonConverter without schemas, that is
+    Jackson's text (upper-case ``\\u00XX`` for control characters, characters beyond U+FFFF as escaped
+    surrogate pairs, doubles as Java prints them, ``"NaN"``). A value Kafka Connect cannot hold (an
+    integer beyond 64 bits) is written as compact JSON of its digits, as Jackson writes a BigInteger."""
+    try:
+        return _OFFSET_JSON.from_connect_data("", None, value)
+    except DataException:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+_OFFSET_JSON = JsonConverter()
+_OFFSET_JSON.configure({"schemas.enable": False}, is_key=False)
+
+
 def offset_key(connector: str, partition: Any) -> bytes:
-    """The offset topic key, byte-identical to Kafka Connect's (``["name",{...}]``)."""
-    return json.dumps([connector, partition], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The offset topic key, byte-identical to Kafka Connect's (``["name",{...}]``, see :func:`_json_text`)."""
+    return _json_text([connector, partition])
 
 
 def murmur2(key: bytes) -> int:
@@ -70,8 +86,9 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 
 def offset_value(offset: Any) -> bytes | None:
-    """The offset topic value of ``offset``: compact JSON, ``None`` (a tombstone) for ``None``."""
-    return None if offset is None else json.dumps(offset, separators=(",", ":")).encode("utf-8")
+    """The offset topic value of ``offset``, byte-identical to Kafka Connect's (see :func:`_json_text`);
+    ``None`` (a tombstone) for ``None``."""
+    return None if offset is None else _json_text(offset)
 
 
 class OffsetStore:
