@@ -60,12 +60,11 @@ def _java() -> str:
     return str(java)
 
 
-def jackson(values: list) -> list[bytes]:
+def jackson(values: list, work: Path) -> list[bytes]:
     """What Jackson's ObjectMapper writes for each value (sent as ASCII JSON text, one per line)."""
     jars = sorted(str(p) for p in (spark_home() / "jars").glob("jackson-*.jar"))
     assert any("jackson-databind" in j for j in jars), f"no jackson-databind in {spark_home() / 'jars'}"
-    source = ROOT / ".copycat" / "JacksonOffsets.java"
-    source.parent.mkdir(exist_ok=True)
+    source = work / "JacksonOffsets.java"
     source.write_text(JAVA_SOURCE)
     proc = subprocess.run([_java(), "-cp", os.pathsep.join(jars), str(source)], capture_output=True, timeout=300,
                           input="".join(json.dumps(v) + "\n" for v in values).encode("ascii"))
@@ -103,7 +102,7 @@ def _value(rng: random.Random, depth: int = 0):
     return {_text(rng): _value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
 
 
-def test_offset_keys_and_values_are_the_bytes_kafka_connect_writes():
+def test_offset_keys_and_values_are_the_bytes_kafka_connect_writes(tmp_path):
     # Given generated source partitions and offsets: strings with every control character, quotes,
     # backslashes, characters beyond U+FFFF, integers at the 32- and 64-bit edges, floats, nesting
     rng = random.Random(20261124)
@@ -112,7 +111,7 @@ def test_offset_keys_and_values_are_the_bytes_kafka_connect_writes():
     names = [_text(rng) or "connector" for _ in range(600)]
     # When Kafka Connect's JSON (Jackson) and this worker write them
     keys = [[n, p] for n, p in zip(names, partitions)]
-    expected = jackson(keys + [o for o in offsets if o is not None])
+    expected = jackson(keys + [o for o in offsets if o is not None], tmp_path)
     # Then the bytes are the same, key by key and value by value
     ours = [offset_key(n, p) for n, p in zip(names, partitions)] + [offset_value(o) for o in offsets if o is not None]
     assert len(expected) == len(ours)
