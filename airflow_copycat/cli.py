@@ -56,7 +56,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Iterable, Sequence
@@ -383,7 +382,7 @@ class _SparkSubmitter:
                             "(or run the tasks in this process with --in-process)")
         self.submit = submit
         self.master = master
-        self.conf = {**submit.default_spark_conf(master), **spark_conf}
+        self.conf = {**submit.default_spark_conf(master, spark_conf.get("spark.submit.deployMode")), **spark_conf}
         self.work_dir = work_dir
         self.verbose = verbose
         self.application = submit.application_path()
@@ -392,9 +391,9 @@ class _SparkSubmitter:
     def __call__(self, group: dict, worker_props: dict, secrets: dict, progress=None) -> dict:
         submit = self.submit
         name = f"copycat-{group['connector']}-group-{group['group']}"
-        gdir = tempfile.mkdtemp(prefix=f"group-{group['group']}-", dir=self.work_dir)
-        group_path = submit.write_json(group, os.path.join(gdir, "group.json"))
-        result_path = os.path.join(gdir, "result.json")
+        gdir = submit.new_work_dir(self.work_dir, f"group-{group['group']}-")
+        group_path = submit.write_json(group, submit.join(gdir, "group.json"))
+        result_path = submit.join(gdir, "result.json")
         cmd = [submit.spark_submit_binary(), "--master", self.master, "--name", name, "--py-files", self.py_files]
         for k, v in self.conf.items():
             cmd += ["--conf", f"{k}={v}"]
@@ -416,9 +415,9 @@ class _SparkSubmitter:
             elif line.startswith(SPARK_LINE_PREFIX) and progress is not None:  # the driver's: Spark's tasks, no Kafka
                 progress.relay(line[len(SPARK_LINE_PREFIX):].rstrip("\n"))
         rc = proc.wait()
-        if os.path.exists(result_path):
-            with open(result_path, encoding="utf-8") as f:
-                return json.load(f)
+        result = submit.read_json(result_path)
+        if result is not None:
+            return result
         if not self.verbose:
             _err(f"spark-submit of group {group['group']} of {group['connector']} exited with code {rc}; "
                  f"its last lines:")
@@ -528,6 +527,26 @@ def _run_groups(runner, args: argparse.Namespace, groups: list[dict], worker_pro
     return results
 
 
+def _work_dir(given: str | None, prefix: str) -> str:
+    """The run's work directory: ``--work-dir`` (a local path, made absolute, or any fsspec URL the
+    Spark driver can reach), else a new local temporary directory."""
+    from .runtime import submit
+
+    if given is None:
+        return submit.new_work_dir(None, prefix)
+    if "://" in given:
+        return given
+    os.makedirs(given, exist_ok=True)
+    return os.path.abspath(given)
+
+
+def _remove_work_dir(path: str) -> None:
+    """Remove the temporary work directory :func:`_work_dir` made."""
+    from .runtime import submit
+
+    submit.remove_dir(path)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .runtime.plan import make_plan
     from .runtime.result import summarize
@@ -540,8 +559,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     worker_props = worker.to_dict()
 
     own_dir = args.work_dir is None
-    work_dir = tempfile.mkdtemp(prefix="copycat-run-") if own_dir else os.path.abspath(args.work_dir)
-    os.makedirs(work_dir, exist_ok=True)
+    work_dir = _work_dir(args.work_dir, "copycat-run-")
     try:
         runner, mode = _group_runner(args, spark_conf, work_dir)
         failed = 0
@@ -568,7 +586,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     finally:
         if own_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            _remove_work_dir(work_dir)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -584,8 +602,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     worker_props = _load_worker(args).to_dict() if args.worker else {}
     spark_conf = _spark_conf(args)
     own_dir = args.work_dir is None
-    work_dir = tempfile.mkdtemp(prefix="copycat-copy-") if own_dir else os.path.abspath(args.work_dir)
-    os.makedirs(work_dir, exist_ok=True)
+    work_dir = _work_dir(args.work_dir, "copycat-copy-")
     try:
         started = time.monotonic()
         plan = copy_job.make_copy_plan(raw, max_tasks=args.max_tasks, max_groups=args.max_groups)
@@ -606,7 +623,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
         return 0 if summary["status"] == "ok" else 1
     finally:
         if own_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            _remove_work_dir(work_dir)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -888,7 +905,9 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tasks", type=_positive_int, metavar="N", help="overrides tasks.max")
     p.add_argument("--max-groups", type=_positive_int, metavar="N", help="overrides copycat.groups.max")
     p.add_argument("--work-dir", metavar="DIR",
-                   help="where group and result JSON files go (kept); default a temporary directory (removed)")
+                   help="where group and result JSON files go (kept): a local path or any fsspec URL, which the "
+                        "Spark driver must reach (cluster deploy mode: a shared one); default a local temporary "
+                        "directory (removed)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -67,9 +65,12 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         settings of the session. (templated)
     :param in_process: run the tasks one after another in the Airflow worker,
         without Spark -- for tiny runs. Default False.
-    :param work_dir: where the group and result JSON are written for spark-submit (must be
-        readable by the Spark driver): a new directory under it is kept for inspection.
-        Default: a temporary directory, removed when the run ends. Spark Connect needs none.
+    :param work_dir: where the group and result JSON are written for spark-submit: a local
+        path or any fsspec URL (``s3://bucket/copycat/work``) that both this worker and the Spark
+        driver reach -- in cluster deploy mode the driver runs on a cluster node, so a local path
+        of the Airflow worker will not do. A new directory under it is kept for inspection.
+        Default: a local temporary directory, removed when the run ends (client deploy mode).
+        Spark Connect needs none.
     """
 
     template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
@@ -167,11 +168,13 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             os.environ[f"AIRFLOW_CONN_{self.spark_conn_id.upper()}"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
             return "spark"
 
-    def _spark_master(self) -> str:
-        """The master of the ``spark`` connection."""
+    def _spark_master(self) -> tuple[str, str | None]:
+        """The master and deploy mode of the ``spark`` connection (``spark_conf`` may set the mode)."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        return SparkSubmitHook(conn_id=self.spark_conn_id)._connection.get("master") or "local[*]"
+        conn = SparkSubmitHook(conn_id=self.spark_conn_id)._connection
+        mode = (self.spark_conf or {}).get("spark.submit.deployMode") or conn.get("deploy_mode")
+        return conn.get("master") or "local[*]", mode
 
     def _run_over_connect(self, group: dict, worker_props: dict, secrets: dict, progress: GroupProgress) -> dict:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -191,22 +194,20 @@ class CopycatRunTaskGroupOperator(BaseOperator):
                                    f"{display_url(url)}: {type(e).__name__}: {e}") from e
 
     def _submit(self, group: dict, worker_props: dict, secrets: dict) -> dict:
-        if self.work_dir:
-            os.makedirs(self.work_dir, exist_ok=True)
-        work_dir = tempfile.mkdtemp(prefix="copycat-", dir=self.work_dir)
+        work_dir = submit.new_work_dir(self.work_dir, "copycat-")
         try:
             return self._submit_in(work_dir, group, worker_props, secrets)
         finally:
             if not self.work_dir:
-                shutil.rmtree(work_dir, ignore_errors=True)
+                submit.remove_dir(work_dir)
 
     def _submit_in(self, work_dir: str, group: dict, worker_props: dict, secrets: dict) -> dict:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        group_path = submit.write_json(group, os.path.join(work_dir, "group.json"))
-        result_path = os.path.join(work_dir, "result.json")
-        master = self._spark_master()
-        conf = {**submit.default_spark_conf(master), **(self.spark_conf or {})}
+        group_path = submit.write_json(group, submit.join(work_dir, "group.json"))
+        result_path = submit.join(work_dir, "result.json")
+        master, deploy_mode = self._spark_master()
+        conf = {**submit.default_spark_conf(master, deploy_mode), **(self.spark_conf or {})}
         hook = SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=conf,
@@ -221,7 +222,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             hook.submit(application=submit.application_path())
         except AirflowException as e:
             submit_error = e
-        if not os.path.exists(result_path):
-            raise AirflowException(f"the Spark application wrote no result ({submit_error})")
-        with open(result_path, encoding="utf-8") as f:
-            return json.load(f)
+        result = submit.read_json(result_path)
+        if result is None:
+            raise AirflowException(f"the Spark application wrote no result to {result_path} ({submit_error})")
+        return result

@@ -10,7 +10,11 @@ itself), so both submit the same application the same way:
   installed, not airflow-copycat itself (:func:`package_zip`);
 * the environment: worker config and secrets as JSON (never on disk),
   ``PYSPARK_PYTHON`` = this interpreter unless set, ``PATH`` with pyspark's ``bin``;
-* Spark settings that make local start-up fast (:func:`default_spark_conf`).
+* Spark settings that make local start-up fast, and, with a standalone master on
+  another host, the driver's address executors call back (:func:`default_spark_conf`);
+* where the group and result JSON go: a new directory under a work directory, a local
+  path or any fsspec URL (:func:`new_work_dir`), which the Spark driver must reach -- on
+  the Airflow worker in client deploy mode, on a cluster node in cluster deploy mode.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
+import socket
 import sys
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -46,14 +53,40 @@ def application_path() -> str:
     return str(Path(list(spec.submodule_search_locations)[0]) / "task_group.py")
 
 
-def default_spark_conf(master: str | None) -> dict[str, str]:
+def default_spark_conf(master: str | None, deploy_mode: str | None = None) -> dict[str, str]:
     """Always: no speculative task attempts (two attempts of one task would copy the same
     partitions at once). On a single machine (``local[...]`` or a master on 127.0.0.1):
-    settings for a fast start."""
+    settings for a fast start, the driver on 127.0.0.1.
+
+    With a standalone master on another host (``spark://host:port``) in client deploy mode,
+    the driver runs here and executors on other hosts must call it back:
+    ``spark.driver.host`` is this machine's address on the route to the master
+    (:func:`driver_host_for`), unless ``SPARK_LOCAL_IP`` is set (Spark then uses it). Other
+    masters (YARN, Kubernetes) and cluster deploy mode keep Spark's own choice. Settings the
+    caller gives (``--spark-conf``, the operator's ``spark_conf``) override all of these."""
     conf = {"spark.speculation": "false", "spark.ui.showConsoleProgress": "false"}
     if master and (master.startswith("local") or "127.0.0.1" in master or "localhost" in master):
         conf.update(_LOCAL_FAST_CONF)
+    elif master and master.startswith("spark://") and deploy_mode != "cluster" and not os.environ.get("SPARK_LOCAL_IP"):
+        host = driver_host_for(master)
+        if host:
+            conf["spark.driver.host"] = host
     return conf
+
+
+def driver_host_for(master: str) -> str | None:
+    """The address this machine sends from to reach the (first) host of a ``spark://`` master URL:
+    the one a cluster on that network can reach it at. ``None`` if the host does not resolve or
+    has no route (Spark then picks an address itself). Sends nothing."""
+    hostport = master.split("://", 1)[-1].split(",")[0]
+    host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host.strip("[]"), int(port or 7077)))
+            address = s.getsockname()[0]
+    except (OSError, ValueError):
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
 def package_zip(dest_dir: str | None = None) -> str:
@@ -111,12 +144,72 @@ def spark_submit_binary() -> str:
     return str(candidate) if candidate.exists() else "spark-submit"
 
 
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def new_work_dir(base: str | None, prefix: str) -> str:
+    """A new directory for one group's JSON files: under ``base`` -- a local path or any fsspec
+    URL (``s3://bucket/copycat/work``, ``hdfs://nn/tmp/copycat``) -- or, without one, a local
+    temporary directory. Local directories are private to this user (``mkdtemp``)."""
+    if base and _is_url(base):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(base)
+        path = f"{root.rstrip('/')}/{prefix}{uuid.uuid4().hex[:12]}"
+        fs.makedirs(path, exist_ok=True)
+        return fs.unstrip_protocol(path)
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
+def join(directory: str, name: str) -> str:
+    """``directory/name`` for a local path or a URL."""
+    return f"{directory.rstrip('/')}/{name}" if _is_url(directory) else os.path.join(directory, name)
+
+
 def write_json(doc: Any, path: str) -> str:
+    """Write ``doc`` to ``path`` (a local path, replaced atomically, or an fsspec URL)."""
+    if _is_url(path):
+        import fsspec
+
+        with fsspec.open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, default=str)
+        return path
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, default=str)
     os.replace(tmp, path)
     return path
+
+
+def read_json(path: str) -> Any | None:
+    """The JSON document at ``path`` (a local path or an fsspec URL), ``None`` if there is none."""
+    try:
+        if _is_url(path):
+            import fsspec
+
+            with fsspec.open(path, "r", encoding="utf-8") as f:
+                return json.load(f)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def remove_dir(path: str) -> None:
+    """Remove a directory :func:`new_work_dir` made, local or remote; errors are ignored."""
+    try:
+        if _is_url(path):
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(path)
+            fs.rm(root, recursive=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    except (OSError, FileNotFoundError):
+        pass
 
 
 def spark_submit_command(master: str, group_path: str, result_path: str,
