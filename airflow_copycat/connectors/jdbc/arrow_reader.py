@@ -265,9 +265,17 @@ class AdbcConnection:
             self.backend_pid = int(cur.fetchone()[0])
 
     def compile(self, stmt) -> tuple[str, tuple]:
+        """``stmt`` as SQL and its parameters. Integer parameters (the incrementing column's offset, a
+        split's bounds) are written into the SQL instead: ADBC sends a query without parameters as
+        ``COPY (...) TO STDOUT (FORMAT binary)``, which reads a batch faster than the row protocol
+        it must use to bind them."""
         compiled = stmt.compile(dialect=self._dialect)
+        names = compiled.positiontup or []
         params = compiled.construct_params()
-        return str(compiled), tuple(params[name] for name in compiled.positiontup)
+        values = tuple(params[name] for name in names)
+        if values and all(type(v) is int for v in values):
+            return str(stmt.compile(dialect=self._dialect, compile_kwargs={"literal_binds": True})), ()
+        return str(compiled), values
 
     def execute(self, stmt, batch_bytes: int | None = None):
         """A cursor that executed ``stmt`` (a SQLAlchemy statement); the caller closes it.
