@@ -16,24 +16,13 @@ from airflow.sdk.log import redact
 
 from airflow_copycat.runtime.connector_config import HIDDEN
 from tests.support.airflow_connectors import fingerprint
+from tests.support.java import java_home
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 SPARK_CONN = json.dumps({"conn_type": "spark", "host": "local[2]"})
-
-
-def java_home() -> str:
-    """JAVA_HOME from the environment, else from ``.copycat/java.env`` (written by ``make setup``)."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    env_file = ROOT / ".copycat" / "java.env"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export JAVA_HOME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    pytest.fail("Spark needs Java: set JAVA_HOME, or run `make test` (it writes .copycat/java.env)")
 
 
 def spark_env() -> dict[str, str]:

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from airflow_copycat import cli
 from airflow_copycat.runtime.kafka import read_to_end
 from tests.support.progress_lines import Line, final_line, progress_lines
+from tests.support.java import java_home
 
 ROOT = Path(__file__).resolve().parents[2]
 COPYCAT = Path(sys.executable).parent / "copycat"
@@ -376,18 +377,7 @@ def test_cli_does_not_import_airflow():
 
 def _java_home(monkeypatch) -> None:
     """JAVA_HOME as `make` sets it (.copycat/java.env), for pytest run by hand."""
-    if os.environ.get("JAVA_HOME"):
-        return
-    env_file = ROOT / ".copycat" / "java.env"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export JAVA_HOME="):
-                monkeypatch.setenv("JAVA_HOME", line.split("=", 1)[1].strip().strip("'\""))
-                return
-    import shutil
-
-    if not shutil.which("java"):
-        pytest.fail("no Java: run `make setup` (writes .copycat/java.env) or set JAVA_HOME")
+    monkeypatch.setenv("JAVA_HOME", java_home())
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ from airflow_copycat.testing import netns
 from tests.e2e.test_distcp_crash import make_tree, tree
 from tests.jdbc.reader_helpers import jdbc_config
 from tests.support.jdbc_airflow import read_topic
+from tests.support.java import java_home
 
 pytestmark = pytest.mark.slow
 
@@ -57,24 +58,12 @@ SPARK_CONF = {
 }
 
 
-def _java_home() -> str:
-    """JAVA_HOME as `make` sets it (.copycat/java.env), for pytest run by hand."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    env_file = ROOT / ".copycat" / "java.env"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export JAVA_HOME="):
-                return line.split("=", 1)[1].strip().strip("'\"")
-    pytest.fail("no Java: run `make setup` (writes .copycat/java.env) or set JAVA_HOME")
-
-
 def _env(**extra: str) -> dict[str, str]:
     """This machine's environment for Spark and copycat processes, without COPYCAT_* overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYCAT_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
-    env["JAVA_HOME"] = _java_home()
+    env["JAVA_HOME"] = java_home()
     env.update(extra)
     return env
 

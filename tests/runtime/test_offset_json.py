@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 
 from airflow_copycat.runtime.offsets import offset_key, offset_value
 from airflow_copycat.testing.spark_connect import spark_home
+from tests.support.java import java_home
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_SOURCE = """
@@ -48,16 +48,7 @@ CHARS = ([chr(c) for c in range(0x20)] + ['"', "\\", "/", "\x7f", "\u00e9", "\u4
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    env_file = ROOT / ".copycat" / "java.env"
-    if not home and env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export JAVA_HOME="):
-                home = line.split("=", 1)[1].strip().strip('"')
-    java = Path(home) / "bin" / "java" if home else shutil.which("java")
-    if not java or not Path(java).exists():
-        pytest.fail("no Java: set JAVA_HOME, or run `make test` (it writes .copycat/java.env)", pytrace=False)
-    return str(java)
+    return str(Path(java_home()) / "bin" / "java")
 
 
 def jackson(values: list, work: Path) -> list[bytes]:
