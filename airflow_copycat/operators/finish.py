@@ -12,6 +12,7 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import windows
 from ..runtime.offsets import offset_store
 from ..runtime.result import summarize
+from . import metrics
 
 
 def asset_alias(connector: str) -> AssetAlias:
@@ -38,6 +39,8 @@ class CopycatFinishOperator(BaseOperator):
     ``none_failed_min_one_success``; make the plan task a direct upstream too): so
     also when the plan found nothing to copy and the mapped run task was skipped
     for having no groups -- the summary then says 0 records and nothing is announced.
+
+    Sends the run's counts and task durations to Airflow's metrics (:mod:`.metrics`).
 
     :param plan_task_id: the plan task (its XCom key ``plan``).
     :param run_task_id: the (mapped) run task whose return values are the group results.
@@ -78,6 +81,9 @@ class CopycatFinishOperator(BaseOperator):
             self.log.info("  %s: %s -> %s (%s records)", p["partition"], p["offset_before"], p["offset_after"], p["records"])
         for table, counts in summary.get("tables", {}).items():
             self.log.info("  table %s: %s", table, ", ".join(f"{n} {what}" for what, n in sorted(counts.items())))
+        dag_id = getattr(context.get("dag"), "dag_id", None)
+        metrics.run_finished(summary, dag_id)
+        metrics.tasks_timed(summary["connector"], [t for r in results if r for t in r.get("tasks", [])], dag_id)
         if summary["failures"]:  # a failed window keeps its offsets: a retry of the run task resumes from them
             raise AirflowException("copycat run failed:\n" + "\n".join(summary["failures"]))
         if plan.get("window"):

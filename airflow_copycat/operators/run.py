@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -17,6 +18,7 @@ from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
 from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
+from . import metrics
 from .masking import connector_secrets
 
 
@@ -113,6 +115,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         progress = GroupProgress(group, worker_props, self._log_progress, local=self.in_process)
+        started = time.monotonic()
         with progress:
             if self.in_process:
                 result = run_group(group, progress.task_props, secrets, listener=progress.record)
@@ -121,6 +124,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             else:
                 result = self._submit(group, progress.task_props, secrets)
         self.log.info("%s", progress.final_line(result))
+        metrics.group_finished(result, time.monotonic() - started, getattr(context.get("dag"), "dag_id", None))
         for t in result["tasks"]:
             if group["kind"] == "copy":
                 self.log.info("task %s: %s, %s file(s) copied, %s bytes, %s reused from staging, %s failed, %.1fs%s%s",
