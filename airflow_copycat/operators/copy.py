@@ -16,6 +16,7 @@ except ImportError:  # Airflow < 3.1
 from ..connect.errors import ConfigException
 from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
+from . import metrics
 from .finish import asset_alias
 from .masking import connector_secrets
 from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
@@ -115,6 +116,7 @@ class CopycatCopyPublishOperator(BaseOperator):
                     events.add(Asset(uri=uri, name=uri), extra={
                         "copy": self.name, "files": d.get("published_files", 0), "bytes": d.get("published_bytes", 0),
                         "deleted": d.get("deleted", 0)})
+        metrics.copy_finished(summary, getattr(context.get("dag"), "dag_id", None))
         if summary["status"] != "ok":
             raise AirflowException("copy failed:\n" + "\n".join(summary["failures"]))
         return summary

@@ -19,6 +19,10 @@ The finish task, once per connector run (counters, incremented by the run's tota
 
 and a timer ``copycat.<connector>.task_duration`` per task (its ``duration_s``).
 
+The publish task of a copy job (Distcp), once per run: counters ``copycat.<name>.files_copied``,
+``.bytes_copied``, ``.files_reused``, ``.files_skipped``, ``.deleted``, ``.failed_tasks``, and the
+``task_duration`` timers.
+
 The run task, once per task group: a timer ``copycat.<connector>.group_duration`` (from the
 start of the group to its result, Spark's start-up included) and a counter
 ``copycat.<connector>.group_records``.
@@ -60,6 +64,21 @@ def run_finished(summary: dict[str, Any], dag_id: str | None) -> None:
     failed = sum(1 for line in summary.get("failures") or [])
     if failed:
         stats.incr(_name(connector, "failed_tasks"), failed, tags=tags)
+
+
+COPY_COUNTERS = ("files_copied", "bytes_copied", "files_reused", "files_skipped", "deleted")
+
+
+def copy_finished(summary: dict[str, Any], dag_id: str | None) -> None:
+    """The publish task's metrics of one copy run (``summary``: ``copy_job.publish_copy``)."""
+    stats, name = _stats(), summary["connector"]
+    tags = {"connector": name, "dag_id": dag_id or "", "kind": "copy"}
+    for metric in COPY_COUNTERS:
+        stats.incr(_name(name, metric), int(summary.get(metric) or 0), tags=tags)
+    if summary.get("failures"):
+        stats.incr(_name(name, "failed_tasks"), len(summary["failures"]), tags=tags)
+    tasks_timed(name, [{"task": t["task"], "duration_s": t.get("seconds")} for t in summary.get("tasks") or []],
+                dag_id)
 
 
 def tasks_timed(connector: str, tasks: list[dict], dag_id: str | None) -> None:

@@ -67,3 +67,26 @@ def test_a_run_sends_its_counts_and_durations_to_statsd(make_dag, run_dag, tmp_p
     assert counters[f"{name}.group_records"] == len(lines)
     timers = {line.split(":")[0] for line in sent if line.endswith("|ms")}
     assert {f"{name}.group_duration", f"{name}.task_duration"} <= timers, sent
+
+
+def test_a_copy_job_sends_its_file_counts_to_statsd(make_copy_dag, run_dag, tmp_path, unique, statsd):
+    # Given a tree of three files and a DAG copying it, and Airflow's StatsD backend on
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for name in ("a", "b", "c"):
+        (src / "data").mkdir(parents=True, exist_ok=True)
+        (src / "data" / f"{name}.csv").write_text(f"id\n{name}\n")
+    name = f"mirror-{unique}"
+    dag = make_copy_dag(f"copy_metrics_{unique}", {"name": name, "source.url": str(src), "target.url": str(dst),
+                                                   "dataset.pattern": "*"}, in_process=True)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then StatsD received the files and bytes copied, as the publish task's summary says
+    assert result.state == "success", result.log[-3000:]
+    sent = statsd()
+    counters = {line.split(":")[0]: int(line.split(":")[1].split("|")[0]) for line in sent if line.endswith("|c")}
+    summary = result.xcom(f"{name}.publish")
+    assert counters[f"airflow.copycat.{name}.files_copied"] == summary["files_copied"] == 3
+    assert counters[f"airflow.copycat.{name}.bytes_copied"] == summary["bytes_copied"] > 0
+    assert counters[f"airflow.copycat.{name}.group_records"] == 3
