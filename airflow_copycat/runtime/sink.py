@@ -257,6 +257,9 @@ class SinkRun:
                 if err is None:
                     if tp in self.pending:
                         data.append(msg)
+                        entry = self.entries[tp]
+                        if entry["offset_before"] is None:  # before its end of partition, in this round
+                            entry["offset_before"] = msg.offset()
                 elif err.code() == KafkaError._PARTITION_EOF:
                     self.end_of_partition(tp, msg.offset())
                 elif not err.retriable():

@@ -91,6 +91,11 @@ def test_sink_reads_to_end_and_mirrors_offsets_to_group(worker_props, kafka_boot
     committed = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)}
     c.close()
     assert sum(committed.values()) == 8
+    # The run says where it started and ended in each partition (it read them from offset 0 to their end,
+    # the ends and the data arriving in the same consume rounds)
+    moved = {p["partition"][1]: (p["offset_before"], p["offset_after"], p["records"])
+             for g in results for t in g["tasks"] for p in t["partitions"]}
+    assert moved == {n: (0, committed[n], committed[n]) for n in (0, 1)}
     # A second run finds nothing new
     _, results = _run(sink, worker_props)
     assert sum(g["records"] for g in results) == 0
