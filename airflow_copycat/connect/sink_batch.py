@@ -39,10 +39,11 @@ What a batch holds, and what it may not:
 Offsets are the framework's: after ``put_batch`` returns, every message of the
 batch counts as handled (written or buffered by the task, or failed and
 handled by ``errors.*``), and the next ``pre_commit`` gets positions after
-the batch's last message of each partition. A task must not keep the batch
-after ``put_batch`` returns, except for values it copied; it may raise
-:class:`~.errors.RetriableException` to get the same batch again after a
-back-off, as with ``put``.
+the batch's last message of each partition. A task may keep the batch after
+``put_batch`` returns only while it finishes writing it, before it writes
+anything of the next batch, in ``pre_commit`` or in ``stop`` (see
+``SinkTask.put_batch``); it may raise :class:`~.errors.RetriableException` to
+get the same batch again after a back-off, as with ``put``.
 """
 
 from __future__ import annotations

@@ -155,10 +155,10 @@ def new_work_dir(base: str | None, prefix: str) -> str:
     if base and _is_url(base):
         import fsspec
 
-        fs, root = fsspec.core.url_to_fs(base)
-        path = f"{root.rstrip('/')}/{prefix}{uuid.uuid4().hex[:12]}"
+        url = f"{base.rstrip('/')}/{prefix}{uuid.uuid4().hex[:12]}"
+        fs, path = fsspec.core.url_to_fs(url)  # the URL as given is returned: its host (hdfs://nn:8020) stays
         fs.makedirs(path, exist_ok=True)
-        return fs.unstrip_protocol(path)
+        return url
     if base:
         os.makedirs(base, exist_ok=True)
     return tempfile.mkdtemp(prefix=prefix, dir=base)
@@ -194,7 +194,7 @@ def read_json(path: str) -> Any | None:
                 return json.load(f)
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # none, or cut short (the driver died while writing it)
         return None
 
 

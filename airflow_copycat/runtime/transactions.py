@@ -174,7 +174,11 @@ class SourceTransaction:
     def _failed_transaction(self, e: KafkaException) -> tuple[KafkaException, KafkaError | None]:
         """Why the open transaction refuses records (``produce()`` only says "erroneous state"): the
         transaction's own error, which ``commit_transaction`` returns without committing anything in
-        that state (fenced by a newer attempt, or aborted by the broker). ``e`` itself if it says no more."""
+        that state (fenced by a newer attempt, or aborted by the broker). ``e`` itself if it says no more.
+
+        Called only for a ``_STATE`` error while a transaction is open (between ``begin`` and ``commit``,
+        where ``produce()`` refuses records in no other state): librdkafka then holds an abortable or
+        fatal error, and ``commit_transaction`` returns it without committing."""
         try:
             self.producer.commit_transaction(10)
         except KafkaException as cause:

@@ -218,6 +218,7 @@ class Topology:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
+            self._forward_rule("-I")
             for i, name in enumerate(self.names, start=1):
                 host = Host(name, f"{self.tag}_{name}", str(addrs[i]), f"{self.tag}v{i}")
                 _ip("netns", "add", host.netns)
@@ -238,7 +239,21 @@ class Topology:
             _remove_netns(host.netns)
             _ip("link", "delete", host.link, check=False)
         self.hosts = {}
+        self._forward_rule("-D")
         _ip("link", "delete", self.bridge, check=False)
+
+    def _forward_rule(self, action: str) -> None:
+        """Where bridged traffic passes iptables (``bridge-nf-call-iptables``, as on machines that run
+        Docker, whose FORWARD policy drops it), accept what goes from host to host on this bridge:
+        ``-I`` adds the rule, ``-D`` removes it (nothing when it is not there)."""
+        try:
+            with open("/proc/sys/net/bridge/bridge-nf-call-iptables", encoding="ascii") as f:
+                filtered = f.read().strip() == "1"
+        except OSError:
+            return  # br_netfilter not loaded: bridged traffic skips iptables
+        if filtered and shutil.which("iptables"):
+            subprocess.run(["iptables", action, "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
     def __enter__(self) -> "Topology":
         return self.start()

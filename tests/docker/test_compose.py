@@ -89,6 +89,15 @@ def has_health_check(service: dict) -> bool:
     return bool(check.get("test")) and not check.get("disable") and check["test"] != ["NONE"]
 
 
+def test_published_ports_listen_on_the_docker_hosts_loopback_only(services):
+    # the demo's services run with demo passwords, and Spark Connect runs any code it is sent: a port
+    # published on every interface would open them to the network
+    published = {name: [str(p) for p in s.get("ports") or []] for name, s in services.items() if s.get("ports")}
+    assert published, "the stack publishes no port at all"
+    wide = {name: [p for p in ports if not p.startswith("127.0.0.1:")] for name, ports in published.items()}
+    assert not any(wide.values()), f"ports published beyond 127.0.0.1: {wide}"
+
+
 def test_every_long_running_service_has_a_health_check(services):
     for name, svc in services.items():
         assert one_shot(name, services) or has_health_check(svc), f"service {name} runs for good but has no health check"

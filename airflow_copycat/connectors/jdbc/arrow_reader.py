@@ -273,7 +273,9 @@ class AdbcConnection:
         names = compiled.positiontup or []
         params = compiled.construct_params()
         values = tuple(params[name] for name in names)
-        if values and all(type(v) is int for v in values):
+        # plain non-negative ints only: their literal is their digits (a negative one could meet a
+        # unary minus in SQL as "--", a comment)
+        if values and all(type(v) is int and v >= 0 for v in values):
             return str(stmt.compile(dialect=self._dialect, compile_kwargs={"literal_binds": True})), ()
         return str(compiled), values
 

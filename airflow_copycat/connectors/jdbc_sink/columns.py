@@ -133,7 +133,7 @@ class ColumnWriter:
         go as :meth:`_write` sends them after a failure (each alone, then the records), unless
         ``fallback`` is false (the task stops: nothing of it is committed, the next run redoes it).
         Called before any other write, by ``pre_commit`` and by ``stop``."""
-        inflight, self._inflight = self._inflight, None
+        inflight = self._inflight
         if inflight is None:
             return
         try:
@@ -141,9 +141,11 @@ class ColumnWriter:
         except Exception as e:  # noqa: BLE001 -- the records path writes them and reports what failed
             log.debug("columns failed for %d run(s): %s", len(inflight.group), _first_line(e))
             self._rollback()
-            if fallback:
+            if fallback:  # if it raises, the next drain (the batch given again, pre_commit) takes it up again
                 self._fall_back(inflight.batch, inflight.group)
+            self._inflight = None
             return
+        self._inflight = None
         self._done(inflight.group, inflight.moves, inflight.counts)
 
     @staticmethod
@@ -246,7 +248,9 @@ class ColumnWriter:
 
     def _fall_back(self, batch, group: list[tuple[int, int, _Run]]) -> None:
         """After ``group``'s transaction failed: one transaction for each run, and the records path
-        for a run that fails alone."""
+        for a run that fails alone. Runs an earlier attempt of this fallback committed are skipped
+        (the records path skips what the database holds by itself)."""
+        group = [one for one in group if one[2].end > self.task.committed.get(one[2].tp, -1)]
         for one in group if len(group) > 1 else ():
             if not self._try([one]):
                 self.task.put(self._records(batch, [one[:2]]))
