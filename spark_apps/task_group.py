@@ -46,6 +46,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from airflow_copycat.runtime.json_files import read_json, write_json
 from airflow_copycat.runtime.submit import SECRETS_ENV, WORKER_ENV
 
 
@@ -166,30 +167,6 @@ def _is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _write(path: str, doc: dict) -> None:
-    text = json.dumps(doc, indent=1, default=str)
-    if "://" in path:
-        import fsspec
-
-        with fsspec.open(path, "w") as f:
-            f.write(text)
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _read(path: str) -> dict:
-    if "://" in path:
-        import fsspec
-
-        with fsspec.open(path, "r") as f:
-            return json.load(f)
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 @contextlib.contextmanager
 def _driver_progress(group: dict, worker_props: dict):
     """The driver's own progress lines (Spark's tasks done of total, prefixed ``copycat progress:``,
@@ -217,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    group = _read(args.group)
+    group = read_json(args.group)
+    if group is None:
+        raise SystemExit(f"no task group JSON at {args.group}")
     worker_props = json.loads(os.environ.get(WORKER_ENV) or "{}")
     secrets = json.loads(os.environ.get(SECRETS_ENV) or "{}")
     spark = SparkSession.builder.appName(f"copycat-{group['connector']}-group-{group['group']}").getOrCreate()
@@ -227,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                                         spark_progress=progress.spark if progress is not None else None)
     finally:
         spark.stop()
-    _write(args.result, result)
+    write_json(result, args.result)
     print(f"copycat group {group['group']} of {group['connector']}: {result['status']}, "
           f"{result['records']} records, {result['bytes']} bytes")
     return 0 if result["status"] == "ok" else 1

@@ -43,6 +43,7 @@ from ..connect.errors import ConfigException
 from ..distcp import config as copy_config
 from ..distcp.model import PLAN_FORMAT, CopyableFile, Staging, WorkUnit
 from .connector_config import load_connector_config, redact
+from .json_files import write_json
 from .progress import TaskProgress
 
 log = logging.getLogger("airflow_copycat.distcp")
@@ -131,11 +132,11 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
             "config": redacted, "datasets": stats, "file_sets": by_set}
     # the file sets for the publish step, and one file per task with its units: an executor reads only its own
     tgt_fs.makedirs(plan_dir, exist_ok=True)
-    _write_json(tgt_fs, f"{plan_dir}/plan.json", full)
+    write_json(full, f"{plan_dir}/plan.json", fs=tgt_fs, compact=True)
     task_entries = []
     for i, units_of_task in enumerate(packed):
         path = f"{plan_dir}/task-{i:05d}.json"
-        _write_json(tgt_fs, path, {"task": i, "units": [u.to_dict() for u in units_of_task]})
+        write_json({"task": i, "units": [u.to_dict() for u in units_of_task]}, path, fs=tgt_fs, compact=True)
         task_entries.append({"task": i, "units": len(units_of_task), "bytes": sum(u.bytes for u in units_of_task),
                              "config": dict(redacted, **{PLAN_URL_KEY: tgt_fs.unstrip_protocol(path)})})
     _prune_plans(tgt_fs, plans_dir, keep=KEEP_PLANS)
@@ -207,15 +208,6 @@ def _prune_plans(fs, directory: str, keep: int) -> None:
                                                                               p.rstrip("/").rsplit("/", 1)[-1]))
     for old in plans[:-keep]:
         fs.rm(old, recursive=True)
-
-
-def _write_json(fs, path: str, doc: Any) -> None:
-    """Write ``doc`` as JSON in one write (fast for large plans), via a temporary name."""
-    data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
-    tmp = f"{path}.tmp"
-    with fs.open(tmp, "wb") as f:
-        f.write(data)
-    fs.mv(tmp, path)
 
 
 def _dataset_stats(datasets, files, result) -> list[dict[str, Any]]:

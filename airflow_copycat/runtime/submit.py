@@ -32,6 +32,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from .json_files import read_json, write_json  # noqa: F401 -- the group and result files' reader and writer
+
 WORKER_ENV = "COPYCAT_WORKER_JSON"
 SECRETS_ENV = "COPYCAT_SECRETS_JSON"
 
@@ -167,35 +169,6 @@ def new_work_dir(base: str | None, prefix: str) -> str:
 def join(directory: str, name: str) -> str:
     """``directory/name`` for a local path or a URL."""
     return f"{directory.rstrip('/')}/{name}" if _is_url(directory) else os.path.join(directory, name)
-
-
-def write_json(doc: Any, path: str) -> str:
-    """Write ``doc`` to ``path`` (a local path, replaced atomically, or an fsspec URL)."""
-    if _is_url(path):
-        import fsspec
-
-        with fsspec.open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, default=str)
-        return path
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, default=str)
-    os.replace(tmp, path)
-    return path
-
-
-def read_json(path: str) -> Any | None:
-    """The JSON document at ``path`` (a local path or an fsspec URL), ``None`` if there is none."""
-    try:
-        if _is_url(path):
-            import fsspec
-
-            with fsspec.open(path, "r", encoding="utf-8") as f:
-                return json.load(f)
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):  # none, or cut short (the driver died while writing it)
-        return None
 
 
 def remove_dir(path: str) -> None:
