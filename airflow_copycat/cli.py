@@ -382,10 +382,9 @@ class _SparkSubmitter:
                             "(or run the tasks in this process with --in-process)")
         self.submit = submit
         self.master = master
-        self.conf = {**submit.default_spark_conf(master, spark_conf.get("spark.submit.deployMode")), **spark_conf}
+        self.conf = spark_conf
         self.work_dir = work_dir
         self.verbose = verbose
-        self.application = submit.application_path()
         self.py_files = submit.package_zip()
 
     def __call__(self, group: dict, worker_props: dict, secrets: dict, progress=None) -> dict:
@@ -394,10 +393,8 @@ class _SparkSubmitter:
         gdir = submit.new_work_dir(self.work_dir, f"group-{group['group']}-")
         group_path = submit.write_json(group, submit.join(gdir, "group.json"))
         result_path = submit.join(gdir, "result.json")
-        cmd = [submit.spark_submit_binary(), "--master", self.master, "--name", name, "--py-files", self.py_files]
-        for k, v in self.conf.items():
-            cmd += ["--conf", f"{k}={v}"]
-        cmd += [self.application, "--group", group_path, "--result", result_path]
+        cmd = submit.spark_submit_command(self.master, group_path, result_path, self.conf, name,
+                                          deploy_mode=self.conf.get("spark.submit.deployMode"), py_files=self.py_files)
         env = {**os.environ, **submit.submit_env(worker_props, secrets)}
         if self.verbose:
             _err(f"group {group['group']}: {' '.join(cmd)}")

@@ -186,12 +186,17 @@ def remove_dir(path: str) -> None:
 
 
 def spark_submit_command(master: str, group_path: str, result_path: str,
-                         conf: Mapping[str, Any] | None = None, name: str | None = None) -> list[str]:
-    """The ``spark-submit`` command line that runs one group (as ``copycat run --master`` does)."""
+                         conf: Mapping[str, Any] | None = None, name: str | None = None, *,
+                         deploy_mode: str | None = None, py_files: str | None = None) -> list[str]:
+    """The ``spark-submit`` command line that runs one group: ``copycat run --master``'s (the run
+    operator gives the Spark provider's ``SparkSubmitHook`` the same application, zip and settings).
+    ``conf`` is added to :func:`default_spark_conf` (and wins); ``py_files``: the package zip when
+    the caller made it already (:func:`package_zip`)."""
     cmd = [spark_submit_binary(), "--master", master]
     if name:
         cmd += ["--name", name]
-    for k, v in {**default_spark_conf(master), **(conf or {})}.items():
+    cmd += ["--py-files", py_files or package_zip()]
+    for k, v in {**default_spark_conf(master, deploy_mode), **(conf or {})}.items():
         cmd += ["--conf", f"{k}={v}"]
-    cmd += ["--py-files", package_zip(), application_path(), "--group", group_path, "--result", result_path]
+    cmd += [application_path(), "--group", group_path, "--result", result_path]
     return cmd
