@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -26,6 +26,50 @@ GROUP_LABEL = "copycat_group_label"
 MAP_INDEX_TEMPLATE = "{{ " + GROUP_LABEL + " }}"
 """``map_index_template`` of the mapped run tasks: each instance shows in the UI what its group runs
 (``group 0: orders, customers``; :func:`~airflow_copycat.runtime.result.describe_group`)."""
+
+
+LOCAL_MASTER = "local[*]"
+"""Where a run task's group runs when its Spark connection is not defined anywhere (the Spark
+provider alone would submit to ``yarn``)."""
+
+
+def _defined(conn_id: str) -> bool:
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk import BaseHook
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return False
+    return True
+
+
+def spark_connection(conn_id: str):
+    """The Spark connection ``conn_id``; when none is defined, a ``spark`` connection to
+    :data:`LOCAL_MASTER` (for this lookup only: nothing is written to the environment)."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk import BaseHook, Connection
+
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return Connection(conn_id=conn_id, conn_type="spark", host=LOCAL_MASTER)
+
+
+@functools.cache
+def submit_hook_class() -> type:
+    """The Spark provider's ``SparkSubmitHook``, reading its connection through :func:`spark_connection`
+    (made on first use: the provider's module is imported only by tasks that submit)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    class SubmitHook(SparkSubmitHook):
+        """The Spark provider's hook, reading its connection through :func:`spark_connection`."""
+
+        @classmethod
+        def get_connection(cls, conn_id: str):
+            return spark_connection(conn_id)
+
+    return SubmitHook
 
 
 class CopycatRunTaskGroupOperator(BaseOperator):
@@ -163,20 +207,14 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     def _spark_conn_type(self) -> str:
         """The type of the Spark connection. Without that connection, a ``spark`` connection to the
         embedded default ``local[*]`` (the Spark provider alone would fall back to ``yarn``)."""
-        from airflow.sdk import BaseHook
-
-        try:
-            return BaseHook.get_connection(self.spark_conn_id).conn_type
-        except Exception:  # not defined anywhere: define it for this task process only
-            self.log.warning("Spark connection %r not found: running on local[*]", self.spark_conn_id)
-            os.environ[f"AIRFLOW_CONN_{self.spark_conn_id.upper()}"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
-            return "spark"
+        conn = spark_connection(self.spark_conn_id)
+        if conn.host == LOCAL_MASTER and not _defined(self.spark_conn_id):
+            self.log.warning("Spark connection %r not found: running on %s", self.spark_conn_id, LOCAL_MASTER)
+        return conn.conn_type
 
     def _spark_master(self) -> tuple[str, str | None]:
         """The master and deploy mode of the ``spark`` connection (``spark_conf`` may set the mode)."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        conn = SparkSubmitHook(conn_id=self.spark_conn_id)._connection
+        conn = submit_hook_class()(conn_id=self.spark_conn_id)._connection
         mode = (self.spark_conf or {}).get("spark.submit.deployMode") or conn.get("deploy_mode")
         return conn.get("master") or "local[*]", mode
 
@@ -206,13 +244,11 @@ class CopycatRunTaskGroupOperator(BaseOperator):
                 submit.remove_dir(work_dir)
 
     def _submit_in(self, work_dir: str, group: dict, worker_props: dict, secrets: dict) -> dict:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         group_path = submit.write_json(group, submit.join(work_dir, "group.json"))
         result_path = submit.join(work_dir, "result.json")
         master, deploy_mode = self._spark_master()
         conf = {**submit.default_spark_conf(master, deploy_mode), **(self.spark_conf or {})}
-        hook = SparkSubmitHook(
+        hook = submit_hook_class()(
             conn_id=self.spark_conn_id,
             conf=conf,
             py_files=submit.package_zip(),

@@ -291,3 +291,24 @@ def test_the_task_log_shows_progress_while_the_group_runs_in_process(make_dag, r
     run_result = result.xcom(f"{name}.run", map_index=0)
     assert run_result["records"] == 160
     assert final_line(result.log, 0, name) == Line(2, 2, 160)
+
+
+def test_a_run_task_without_its_spark_connection_runs_on_local_and_changes_no_environment(unique, monkeypatch):
+    # Given a run task whose Spark connection is defined nowhere, and one whose connection is Spark Connect
+    from airflow_copycat.operators.run import CopycatRunTaskGroupOperator, submit_hook_class
+
+    missing, connect = f"no_spark_{unique}", f"sc_{unique}"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{connect.upper()}", '{"conn_type": "spark_connect", "host": "sc.example", "port": 15002}')
+    before = dict(os.environ)
+
+    def run_task(conn_id):
+        return CopycatRunTaskGroupOperator(task_id=f"run_{conn_id}", group={}, connector_config={}, spark_conn_id=conn_id)
+
+    # When they look up where to run
+    # Then the first submits to local[*] (not to the Spark provider's default, yarn) and the second to Spark Connect
+    assert run_task(missing)._spark_conn_type() == "spark"
+    assert run_task(missing)._spark_master() == ("local[*]", None)
+    assert submit_hook_class()(conn_id=missing)._connection["master"] == "local[*]"
+    assert run_task(connect)._spark_conn_type() == "spark_connect"
+    # And no connection was written into the task process's environment
+    assert dict(os.environ) == before
