@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip -q
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv
-	cd $(CURDIR) && $(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e '.[embedded,test]'
+	cd $(CURDIR) && $(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -e '.[embedded,test,jdbc,cdc,distcp]'
 	$(BIN)/python -c "import pyspark; v = pyspark.__version__; assert v.startswith('4.'), v; print('pyspark', v)"
 	touch $@
 

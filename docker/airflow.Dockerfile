@@ -39,7 +39,7 @@ COPY --chown=airflow:0 spark_apps /opt/copycat/src/spark_apps
 # (never uninstall pyspark-client: that deletes pyspark's files). The pip cache keeps pyspark's
 # wheel, built once from its sdist.
 RUN --mount=type=cache,target=/home/airflow/.cache/pip,uid=50000,gid=0 \
-    pip install "apache-airflow==${AIRFLOW_VERSION}" -c /opt/copycat/constraints.txt /opt/copycat/src \
+    pip install "apache-airflow==${AIRFLOW_VERSION}" -c /opt/copycat/constraints.txt "/opt/copycat/src[jdbc,cdc,distcp]" \
     && pip install --no-deps --force-reinstall "$(grep '^pyspark==' /opt/copycat/constraints.txt)" \
     && python -c "import airflow, pyspark, airflow_copycat, spark_apps; \
 print('airflow', airflow.__version__, 'pyspark', pyspark.__version__)" \

@@ -134,6 +134,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Union
 
+from ..extras import require
+
 CHUNK = 4 << 20
 """Read size used when this module copies or drains a stream."""
 
@@ -438,7 +440,7 @@ def _zstd():
     try:
         from compression import zstd  # Python >= 3.14
     except ImportError:
-        from backports import zstd
+        zstd = require("backports.zstd", "distcp", "the unzstd converter")
     return zstd
 
 
@@ -497,6 +499,7 @@ def _read_exact(stream, n: int) -> bytes:
 
 
 def _file_key(key: bytes, salt: bytes) -> bytes:
+    require("cryptography", "distcp", "the encrypt and decrypt converters")
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -527,6 +530,7 @@ class EncryptStream(_Chunked):
 
     def __init__(self, stream, key: bytes, chunk_size: int = ENC_CHUNK):
         super().__init__()
+        require("cryptography", "distcp", "the encrypt and decrypt converters")
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         if not 0 < chunk_size <= ENC_MAX_CHUNK:
@@ -553,6 +557,7 @@ class DecryptStream(_Chunked):
 
     def __init__(self, stream, key: bytes, label: str = "<stream>"):
         super().__init__()
+        require("cryptography", "distcp", "the encrypt and decrypt converters")
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self._label = label

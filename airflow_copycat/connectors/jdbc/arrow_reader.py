@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import decimal
 import json
+from ...extras import require
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -244,7 +245,7 @@ QUERY_LISTENERS: list[Callable[[str, "AdbcConnection"], None]] = []
 def conninfo(url: sa.URL) -> str:
     """libpq's ``key=value`` connection string of a SQLAlchemy URL (its query keys are libpq's, as psycopg
     passes them): no URI encoding to get wrong (``options=-c timezone=+02`` and the like)."""
-    from psycopg.conninfo import make_conninfo
+    make_conninfo = require("psycopg.conninfo", "jdbc", "the JDBC batch path on PostgreSQL").make_conninfo
 
     keys = {"host": url.host, "port": url.port, "dbname": url.database, "user": url.username,
             "password": url.password}
@@ -256,7 +257,7 @@ class AdbcConnection:
     """One libpq connection through ADBC (autocommit, so no snapshot is held between queries)."""
 
     def __init__(self, engine: sa.Engine):
-        import adbc_driver_postgresql.dbapi as adbc
+        adbc = require("adbc_driver_postgresql.dbapi", "jdbc", "the JDBC batch path on PostgreSQL")
 
         self._conn = adbc.connect(conninfo(engine.url), autocommit=True)
         self._dialect = type(engine.dialect)(paramstyle="numeric_dollar")
@@ -327,7 +328,7 @@ class AdbcConnection:
 
 
 def adbc_error_types() -> tuple[type[BaseException], ...]:
-    import adbc_driver_manager
+    adbc_driver_manager = require("adbc_driver_manager", "jdbc", "the JDBC batch path on PostgreSQL")
 
     return (adbc_driver_manager.Error, OSError)  # libpq's I/O failures (a lost connection) arrive as OSError
 

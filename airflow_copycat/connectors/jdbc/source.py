@@ -81,6 +81,7 @@ import dataclasses
 import datetime as dt
 import logging
 import re
+from ...extras import explain
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -121,7 +122,10 @@ def _secret(v: Any) -> str | None:
 def create_engine(values: dict[str, Any]) -> sa.Engine:
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
-    engine = sa.create_engine(url, pool_pre_ping=True)
+    try:
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    except ImportError as e:  # the URL's driver (psycopg, pymysql) comes with the jdbc extra
+        raise explain(e, "jdbc", f"a {url.get_backend_name()} connection") from e
     if engine.dialect.name in ("mysql", "mariadb"):
         sa.event.listen(engine, "connect", _utc_session)
     return engine

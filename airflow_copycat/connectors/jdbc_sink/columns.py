@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from airflow_copycat.connect.data import Type
+from airflow_copycat.extras import require
 from airflow_copycat.connect.records import SinkRecord
 
 from ..files.json_columns import decode_envelopes
@@ -329,7 +330,7 @@ class ColumnWriter:
 
     def _connection(self):
         if self._conn is None:
-            import adbc_driver_postgresql.dbapi as adbc
+            adbc = require("adbc_driver_postgresql.dbapi", "jdbc", "the JDBC sink's columns on PostgreSQL")
 
             self._conn = adbc.connect(conninfo(self.task._engine.url), autocommit=False)
         return self._conn

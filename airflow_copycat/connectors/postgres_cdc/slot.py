@@ -43,12 +43,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-import psycopg
-from psycopg import sql
+from ...extras import require
 
 from airflow_copycat.connect.errors import ConnectException
 
 from .model import lsn_text, parse_lsn
+
+psycopg = require("psycopg", "cdc", "PostgresCdcSource")
+sql = require("psycopg.sql", "cdc", "PostgresCdcSource")
 
 PLUGIN = "pgoutput"
 

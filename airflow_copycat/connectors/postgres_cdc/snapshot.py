@@ -23,10 +23,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from psycopg import sql
+from ...extras import require
 
 from .model import Column, Relation
 from .pgtypes import PgType
+
+sql = require("psycopg.sql", "cdc", "PostgresCdcSource")
 
 SESSION_SETTINGS = {
     "DateStyle": "ISO, YMD",

@@ -21,12 +21,14 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import psycopg
+from ...extras import require
 
 from . import config as cfg
 from . import snapshot as snap
 from .envelope import EventBuilder, SourceInfo
 from .model import Relation
+
+psycopg = require("psycopg", "cdc", "PostgresCdcSource")
 
 
 class SnapshotRead:

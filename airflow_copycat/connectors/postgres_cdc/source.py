@@ -39,7 +39,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import psycopg
+from ...extras import require
 
 from airflow_copycat.connect.connector import SourceConnector
 from airflow_copycat.connect.errors import ConnectException, RetriableException
@@ -55,6 +55,8 @@ from .model import Relation, Truncate, lsn_text
 from .pgoutput import PgOutputDecoder
 from .snapshot_read import SnapshotRead
 from .stream import Item, Resume, StreamRead
+
+psycopg = require("psycopg", "cdc", "PostgresCdcSource")
 
 log = logging.getLogger("airflow_copycat.postgres_cdc")
 
