@@ -23,7 +23,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+# the repository's root, for the test servers the benchmarks share with the tests (tests/support)
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # ------------------------------------------------------------------ output

@@ -483,7 +483,7 @@ def main() -> int:
                                  **{k: "true" for k in NO_SCHEMAS if k.endswith("schemas.enable")})
 
         # ---- AvroConverter with a schema registry
-        from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+        from tests.support.schema_registry import SchemaRegistryServer
 
         with SchemaRegistryServer() as registry:
             subject = f"bench-jdbc-1task-avro_registry-{run_id}-{table}-value"  # the connector's topic + -value

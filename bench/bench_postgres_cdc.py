@@ -287,7 +287,7 @@ def main() -> int:
         bootstrap = stack.enter_context(kafka())
         registry_url = None
         if "avro" in variants:
-            from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+            from tests.support.schema_registry import SchemaRegistryServer
 
             registry_url = stack.enter_context(SchemaRegistryServer()).url
         run_id = uid()

@@ -16,7 +16,7 @@ run in this process with ``executor.run_group`` (the code a Spark task runs):
   ``source_json_3_transforms``: the same records, converter swapped.
 * ``source_avro_registry_3_transforms``: the same with ``schema.registry.url`` set
   (Confluent wire format), against the stand-in registry of
-  ``airflow_copycat.testing.schema_registry`` (or ``SCHEMA_REGISTRY_URL``).
+  ``tests.support.schema_registry`` (or ``SCHEMA_REGISTRY_URL``).
 * ``sink_parquet_json`` / ``sink_parquet_avro``: FilesSink (Parquet) reading the
   JSON and the registry-less Avro topics back; Avro's ratio is against JSON.
 
@@ -73,7 +73,7 @@ def main() -> int:
     n, parts = args.lines, args.partitions
     from airflow_copycat.connect.avro_converter import AvroConverter
     from airflow_copycat.connect.json_converter import JsonConverter
-    from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+    from tests.support.schema_registry import SchemaRegistryServer
 
     with tempfile.TemporaryDirectory(prefix="copycat-bench-") as tmp, kafka() as bootstrap, \
             SchemaRegistryServer() as standin:

@@ -1,7 +1,7 @@
 """A schema registry for the Avro tests.
 
 The registry named by ``SCHEMA_REGISTRY_URL`` (then every registry test runs against
-it, e.g. Confluent's), else the stand-in of :mod:`airflow_copycat.testing.schema_registry`
+it, e.g. Confluent's), else the stand-in of :mod:`tests.support.schema_registry`
 on 127.0.0.1: no real registry can run on these machines (see that module). Tests
 use subjects of their own (topics carry the ``unique`` suffix), so they share one
 registry.
@@ -20,7 +20,7 @@ def schema_registry_url():
     if external:
         yield external
         return
-    from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+    from tests.support.schema_registry import SchemaRegistryServer
 
     with SchemaRegistryServer() as registry:
         yield registry.url

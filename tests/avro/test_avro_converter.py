@@ -25,7 +25,7 @@ from airflow_copycat.connect import (ConfigException, ConnectException, DataExce
                                      SchemaBuilder, Struct)
 from airflow_copycat.connect.avro_converter import AvroConverter
 from airflow_copycat.runtime.plugins import make_converter, resolve_converter
-from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+from tests.support.schema_registry import SchemaRegistryServer
 from tests.support.avro_connectors import ORDER_V1, ORDER_V2, order
 
 USER = (SchemaBuilder.struct().name("com.example.User")

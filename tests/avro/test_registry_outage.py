@@ -8,7 +8,7 @@ from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.worker import WorkerConfig
 from airflow_copycat.testing.broker import free_port
-from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+from tests.support.schema_registry import SchemaRegistryServer
 
 
 def _run(config, worker_props):

@@ -1,6 +1,6 @@
 """The registry the Avro tests use behaves as Confluent's does where the converter relies on it.
 
-Runs against the stand-in (airflow_copycat.testing.schema_registry) or, with
+Runs against the stand-in (tests.support.schema_registry) or, with
 SCHEMA_REGISTRY_URL set, a real registry: every assertion is Confluent behaviour.
 """
 

@@ -178,7 +178,7 @@ def test_converters_without_a_batch_encoder_go_row_by_row():
 
 @pytest.fixture(scope="module")
 def registry_url():
-    from airflow_copycat.testing.schema_registry import SchemaRegistryServer
+    from tests.support.schema_registry import SchemaRegistryServer
 
     with SchemaRegistryServer() as registry:
         yield registry.url

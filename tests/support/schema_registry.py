@@ -44,7 +44,7 @@ HTTP basic auth. State lives in memory and is gone when the server stops.
 
 Command line (for the demo)::
 
-    python -m airflow_copycat.testing.schema_registry [--port 8081]
+    python -m tests.support.schema_registry [--port 8081]
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..connect.avro_data import _named_types, _parse, _resolve, avro_name_problems, compatibility_problems
-from ..connect.errors import DataException
+from airflow_copycat.connect.avro_data import _named_types, _parse, _resolve, avro_name_problems, compatibility_problems
+from airflow_copycat.connect.errors import DataException
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
