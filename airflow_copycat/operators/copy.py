@@ -18,7 +18,7 @@ from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
 from . import metrics
 from .finish import asset_alias
-from .masking import connector_secrets
+from ..hooks.secrets import connector_secrets
 from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 

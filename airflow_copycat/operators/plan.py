@@ -20,7 +20,7 @@ from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
-from .masking import connector_secrets
+from ..hooks.secrets import connector_secrets
 
 
 class CopycatPlanOperator(BaseOperator):

@@ -19,7 +19,7 @@ from ..runtime.executor import run_group
 from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
 from . import metrics
-from .masking import connector_secrets
+from ..hooks.secrets import connector_secrets
 
 
 GROUP_LABEL = "copycat_group_label"

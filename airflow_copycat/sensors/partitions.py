@@ -17,7 +17,7 @@ except ImportError:  # Airflow < 3.1
 from ..connect.connector import SinkConnector
 from ..connect.errors import ConfigException
 from ..hooks.kafka import CopycatKafkaHook
-from ..operators.masking import connector_secrets
+from ..hooks.secrets import connector_secrets
 from ..runtime import connector_config as cc
 from ..runtime.discovery import check_config, compare, plan_partitions
 from ..runtime.worker import is_secret_key

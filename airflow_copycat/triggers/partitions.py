@@ -113,7 +113,7 @@ def discover(config: Mapping[str, Any], kafka_conn_id: str, worker_config: Mappi
     (secrets hidden in its message) on any failure.
     """
     from ..hooks.kafka import CopycatKafkaHook
-    from ..operators.masking import connector_secrets
+    from ..hooks.secrets import connector_secrets
 
     secrets: list[str] = []
     try:
