@@ -1,0 +1,7 @@
+"""``python -m airflow_copycat.cli``: the ``copycat`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
