@@ -29,8 +29,9 @@ import secrets
 import time
 from typing import Iterable
 
+from ..storage import is_local
 from . import converters as conv
-from .localcopy import PROGRAMMING_ERRORS, is_local
+from .localcopy import PROGRAMMING_ERRORS
 
 ATTEMPT_PREFIX = "_attempt-"
 """The names of temporaries in a file's staging directory: ``_attempt-<time>-<random>-<n>``."""

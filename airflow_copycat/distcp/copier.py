@@ -89,6 +89,7 @@ import posixpath
 import time
 from typing import Any, Callable, Iterable
 
+from ..storage import is_local
 from . import converters as conv
 from . import localcopy
 from .attempt import Attempt as _Attempt
@@ -370,7 +371,7 @@ def _materialise_links(attempt: _Attempt, tree: _Tree, temps: dict[str, str], li
 
 def _both_local(source_fs, target_fs) -> bool:
     """Whether the fast path (:mod:`.localcopy`) can copy between these filesystems: both the local disk."""
-    return localcopy.is_local(source_fs) and localcopy.is_local(target_fs)
+    return is_local(source_fs) and is_local(target_fs)
 
 
 def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: dict, result: dict,

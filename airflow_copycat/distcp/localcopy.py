@@ -35,9 +35,6 @@ fails the same way:
   for a file that vanished), as fsspec's local ``open`` raises it;
 * reading it fails: :class:`SourceError` "reading ORIGIN failed: ..."; writing
   the target (or reading back what was written) fails: the ``OSError`` of it.
-
-:func:`is_local` tells whether a filesystem is the local disk (then its paths are
-the operating system's).
 """
 
 from __future__ import annotations
@@ -64,13 +61,6 @@ class SourceChanged(Exception):
 
 class SourceError(Exception):
     """Reading the source failed (kept apart from codec errors, which are OSErrors too)."""
-
-
-def is_local(fs) -> bool:
-    """Whether the fsspec filesystem ``fs`` is the local disk (its paths are the operating system's)."""
-    protocol = getattr(fs, "protocol", None)
-    protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
-    return "file" in protocols or "local" in protocols
 
 
 def more_than_listed(origin: str, limit: int) -> SourceChanged:

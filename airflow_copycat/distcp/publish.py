@@ -116,14 +116,13 @@ File sets are independent: each has its own log and staging, and one failing
 (Airflow ``max_active_runs=1`` for a job's DAG); two processes publishing the
 *same* set concurrently are not supported.
 
-Size: over 1,000 lines; it holds the write-ahead log, the replay, both staging layouts and the tidy-up, and
-is to be split by concept (log, replay, layouts) with the one-shape refactor (issue 15).
+Every write, rename, read and delete of files goes through :class:`airflow_copycat.storage.AtomicFiles`,
+the engine the files sink's publish protocol uses too (so the HDFS-safe rename and the durable local
+writes are one code for both).
 
-Why over 500 lines: the Gobblin publish of a file set (staging checks, the write-ahead
-publish log, its replay after a crash, the HDFS-safe renames, the dataset markers) is one
-protocol. It is also one of the two publish stacks issue 15 names (with
-``connectors/files/publish.py``): they merge into one publish engine in ``runtime/`` there, and
-splitting this one first would only be undone by that merge.
+Why over 500 lines: the Gobblin publish of a file set (staging checks, the write-ahead publish log, its
+replay after a crash, both staging layouts, the manifest, the tidy-up) is one protocol over one log
+format; its filesystem primitives already live in :mod:`airflow_copycat.storage.atomic`.
 """
 
 from __future__ import annotations
@@ -131,15 +130,14 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import secrets
 import stat
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..connect.errors import ConnectException
+from ..storage import AtomicFiles, new_token
 from .attempt import ATTEMPT_PREFIX
-from .localcopy import is_local as _is_local
 from .model import CONTROL_DIR, DONE_MARKER, MANIFEST_DIR, PARTS_DIR, CopyableFile, Staging
 from .staged import DATA_SUFFIX, compact, data_name, is_journal, read_records, record_size
 
@@ -152,24 +150,8 @@ class PublishError(ConnectException):
     A log that was written stays, and the next :meth:`Publisher.recover` finishes it."""
 
 
-def _rename(fs, src: str, dst: str, local: bool) -> None:
-    """Move ``src`` to ``dst``, replacing ``dst``. Every rename of this module goes here."""
-    if local:
-        os.replace(src, dst)
-        return
-    try:
-        fs.mv(src, dst)
-    except (FileExistsError, OSError):
-        # HDFS (and some other stores) refuse to rename over an existing file: delete it, then rename
-        if fs.exists(src) and fs.exists(dst):
-            fs.rm_file(dst)
-            fs.mv(src, dst)
-        else:
-            raise
 
 
-def _new_token() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(6)
 
 
 def _bad_relative(path: Any, backslash_ok: bool = True) -> str | None:
@@ -218,7 +200,8 @@ class Publisher:
         self.fs = target_fs
         self.staging = staging
         self.config = dict(config or {})
-        self.local = _is_local(target_fs)
+        self.files = AtomicFiles(target_fs)
+        self.local = self.files.local
         self.backslash_ok = not (self.local and "\\" in (os.sep, os.altsep))
         self.root = staging.target_root
         if self.local and not os.path.isabs(self.root):
@@ -252,107 +235,16 @@ class Publisher:
                                "copycat: delete it (the next diff then compares sizes and times only)")
         return doc
 
-    # ------------------------------------------------------------ filesystem primitives
-    def _exists(self, path: str) -> bool:
-        if self.local:
-            return os.path.lexists(path)
-        return self.fs.exists(path)
-
-    def _isdir(self, path: str) -> bool:
-        if self.local:
-            return os.path.isdir(path) and not os.path.islink(path)
-        return self.fs.isdir(path)
-
-    def _size(self, path: str) -> int | None:
-        """Size of a regular file, ``None`` for anything else (links, directories)."""
-        if self.local:
-            st = os.lstat(path)
-            return st.st_size if stat.S_ISREG(st.st_mode) else None
-        info = self.fs.info(path)
-        return info.get("size") if info.get("type") == "file" else None
-
-    def _makedirs(self, path: str) -> None:
-        if self.local:
-            os.makedirs(path, exist_ok=True)
-        else:
-            self.fs.makedirs(path, exist_ok=True)
-
-    def _write(self, path: str, data: bytes) -> None:
-        self._makedirs(posixpath.dirname(path))
-        if self.local:
-            with open(path, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        else:
-            with self.fs.open(path, "wb") as fh:
-                fh.write(data)
-
-    def _sync_dir(self, path: str) -> None:
-        if not self.local:
-            return
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    def _write_json_atomically(self, path: str, doc: Any, token: str) -> None:
-        tmp = f"{path}.{token}.tmp"
-        # one line, by json's C encoder: with ``indent`` json encodes in Python, 0.1-0.2 s per publish of
-        # 2,000 files (the log and the manifest name every file)
-        self._write(tmp, (json.dumps(doc, sort_keys=True) + "\n").encode())
-        _rename(self.fs, tmp, path, self.local)
-        self._sync_dir(posixpath.dirname(path))
-
+    # ------------------------------------------------------------ documents
     def _read_json(self, path: str, what: str) -> Any:
         try:
-            raw = self.fs.cat_file(path)
-        except FileNotFoundError:
-            return None
-        try:
-            doc = json.loads(raw)
+            doc = self.files.read_json(path)
         except ValueError as e:
             raise PublishError(f"distcp: {what} {path} is not valid JSON ({e}); it is only ever replaced whole, "
                                "so it was changed outside copycat") from None
-        if not isinstance(doc, dict):
+        if doc is not None and not isinstance(doc, dict):
             raise PublishError(f"distcp: {what} {path} is not a JSON object; it was changed outside copycat")
         return doc
-
-    def _delete(self, path: str) -> bool:
-        """Delete a file or a directory tree; ``False`` when there was nothing."""
-        if not self._exists(path):
-            return False
-        try:
-            if self._isdir(path):
-                self.fs.rm(path, recursive=True)
-            elif self.local:
-                os.unlink(path)
-            else:
-                self.fs.rm_file(path)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def _find(self, directory: str) -> dict[str, dict]:
-        """Every file below ``directory`` -> its info (``{}`` when there is no such directory)."""
-        if self.local:
-            try:
-                return _find_local(directory.rstrip("/") or "/")
-            except NotADirectoryError:
-                pass  # a file: as fsspec lists it, below
-        try:
-            if not self.local:
-                self.fs.invalidate_cache(directory)
-            found = self.fs.find(directory, detail=True)
-        except FileNotFoundError:
-            return {}
-        return {p.rstrip("/"): info for p, info in found.items()}
 
     # ------------------------------------------------------------ recovery
     def _mine(self, set_id: str) -> bool:
@@ -370,12 +262,12 @@ class Publisher:
         a log that fails to replay stays (and blocks only its own file set)."""
         wal_dir = self.staging.wal_dir()
         out: list[dict] = []
-        for path in sorted(self._find(wal_dir)):
+        for path in sorted(self.files.find(wal_dir)):
             name = posixpath.basename(path)
             if not self._mine(name.split(".", 1)[0]):
                 continue
             if name.endswith(".tmp"):
-                self._delete(path)
+                self.files.delete(path)
                 out.append({"file_set": None, "file_set_id": name.split(".", 1)[0], "log": path,
                             "status": "discarded"})
             elif name.endswith(".json"):
@@ -389,9 +281,9 @@ class Publisher:
                     out.append({"file_set": file_set, "file_set_id": name[:-len(".json")], "log": path,
                                 "status": "failed", "error": f"{e}"})
         manifest_dir = posixpath.join(self.staging.control, MANIFEST_DIR)
-        for path in self._find(manifest_dir):  # manifest writes cut short (their log rewrites them)
+        for path in self.files.find(manifest_dir):  # manifest writes cut short (their log rewrites them)
             if path.endswith(".tmp") and self._mine(posixpath.basename(path).split(".", 1)[0]):
-                self._delete(path)
+                self.files.delete(path)
         return out
 
     def _load_log(self, path: str) -> dict:
@@ -442,7 +334,7 @@ class Publisher:
         self._validate_request(file_set, files, deletes)
 
         wal = self.staging.wal(file_set)
-        if self._exists(wal):  # recover() was not called, or failed on this set: finish the old publish first
+        if self.files.exists(wal):  # recover() was not called, or failed on this set: finish the old publish first
             self._replay(wal)
             result["replayed_log"] = True
 
@@ -467,7 +359,7 @@ class Publisher:
 
         log, notes = self._plan(file_set, staged, deletes, preserve_attrs, published=published, manifest=manifest)
         if log is not None:
-            self._write_json_atomically(wal, log, log["token"])
+            self.files.write_json(wal, log, log["token"])
             self._after_log_written(wal)
             self._apply(log)
             self._finish(log, wal)
@@ -494,9 +386,9 @@ class Publisher:
         for rel in paths:
             path = self.path(rel)
             try:
-                if not self._exists(path):
+                if not self.files.exists(path):
                     return None
-                size = self._size(path)
+                size = self.files.size(path)
             except FileNotFoundError:
                 return None
             if not f.converters and size is not None and size != f.size:
@@ -538,7 +430,7 @@ class Publisher:
     def _check_staged(self, file_set: str, files: list[CopyableFile]) -> tuple[list[_Staged], dict[str, str]]:
         """Which files are staged (done marker with their id, every output there), and why the
         others are not (by origin)."""
-        listing = self._find(self.staging.file_set_dir(file_set))
+        listing = self.files.find(self.staging.file_set_dir(file_set))
         errors: dict[str, str] = {}
         staged: list[_Staged] = []
         markers: dict[str, CopyableFile] = {}
@@ -570,7 +462,7 @@ class Publisher:
                     errors[f.origin] = why
                 else:
                     markers[marker] = f
-                    listing.update(self._find(self.staging.file_dir(f)))
+                    listing.update(self.files.find(self.staging.file_dir(f)))
                 continue
             errors[f.origin] = "not staged (no done marker: its copy did not finish)"
         raw = self._read_many(list(markers))
@@ -668,7 +560,7 @@ class Publisher:
                 return f"its output {rel} collides with the staging control files", []
             info = listing.get(staged)
             if info is None:
-                if not self._exists(staged):
+                if not self.files.exists(staged):
                     return f"staged output {staged} is missing", []
                 info = {}
             size = out.get("size")
@@ -717,8 +609,8 @@ class Publisher:
         replaced_files = ancestors & delete_set
         replaced_dirs: set[str] = set()
         if self.local:
-            replaced_files |= {a for a in ancestors if os.path.lexists(self.path(a)) and not self._isdir(self.path(a))}
-            replaced_dirs = {o for o in outputs if self._isdir(self.path(o))}
+            replaced_files |= {a for a in ancestors if os.path.lexists(self.path(a)) and not self.files.isdir(self.path(a))}
+            replaced_dirs = {o for o in outputs if self.files.isdir(self.path(o))}
         for a in sorted(replaced_files - delete_set):
             notes.append(f"the file {a} becomes a directory: replaced")
         for o in sorted(replaced_dirs):
@@ -769,7 +661,7 @@ class Publisher:
             "format": LOG_FORMAT,
             "file_set": file_set,
             "file_set_id": self.staging.set_id(file_set),
-            "token": _new_token(),
+            "token": new_token(),
             "created": time.time(),
             "files": len(staged),
             "bytes": sum(out["size"] or 0 for s in staged for out in s.outputs),
@@ -831,14 +723,14 @@ class Publisher:
             elif op == "delete":
                 path = self.path(step["path"])
                 unless = step.get("unless")
-                if unless == "directory" and self._isdir(path):
+                if unless == "directory" and self.files.isdir(path):
                     pass  # a file replaced by a directory: the directory is what this publish made
-                elif unless == "file" and self._exists(path) and not self._isdir(path):
+                elif unless == "file" and self.files.exists(path) and not self.files.isdir(path):
                     pass  # a directory replaced by a file: the file is what this publish made
                 else:
-                    self._delete(path)
+                    self.files.delete(path)
             elif op == "manifest":
-                self._write_json_atomically(self.path(step["path"]), step["entries"], log["token"])
+                self.files.write_json(self.path(step["path"]), step["entries"], log["token"])
             else:
                 raise PublishError(f"distcp: unknown step {op!r} in the publish log of {log.get('file_set')!r}")
         except PublishError:
@@ -851,11 +743,11 @@ class Publisher:
         src, dst = self.path(step["from"]), self.path(step["to"])
         if self.local:  # the usual case in one system call; anything else (done already, no parent, a
             try:        # directory in the way) as on any filesystem, below
-                _rename(self.fs, src, dst, True)
+                self.files.rename(src, dst)
                 return
             except OSError:
                 pass
-        if self._exists(src):
+        if self.files.exists(src):
             if self.local and os.path.isdir(dst) and not os.path.islink(dst) and not os.path.isdir(src):
                 try:  # a directory that becomes a file: the deletions before emptied it
                     os.rmdir(dst)
@@ -864,21 +756,21 @@ class Publisher:
                         f"distcp: file set {log.get('file_set')!r} publishes the file {step['to']}, but the target "
                         f"has a directory there that is not empty ({e}); delete it (or list what is below it in "
                         "the deletions) and rerun") from e
-            self._makedirs(posixpath.dirname(dst))
+            self.files.makedirs(posixpath.dirname(dst))
             try:
-                _rename(self.fs, src, dst, self.local)
+                self.files.rename(src, dst)
             except FileNotFoundError:  # a parent directory removed meanwhile (another set's deletion)
-                self._makedirs(posixpath.dirname(dst))
-                _rename(self.fs, src, dst, self.local)
+                self.files.makedirs(posixpath.dirname(dst))
+                self.files.rename(src, dst)
             return
-        if not self._exists(dst):
+        if not self.files.exists(dst):
             raise PublishError(
                 f"distcp: the publish log of file set {log.get('file_set')!r} renames {src} to {dst}, but neither "
                 "exists: something outside copycat removed them. Delete the log "
                 f"{self.staging.wal(log.get('file_set', ''))} and the set's staging; the next run copies it again")
         size = step.get("size")
         if size is not None:
-            actual = self._size(dst)
+            actual = self.files.size(dst)
             if actual is not None and actual != int(size):
                 raise PublishError(
                     f"distcp: the publish log of file set {log.get('file_set')!r} renamed {src} to {dst} "
@@ -935,12 +827,12 @@ class Publisher:
                 self._drop_if_empty(parent)
         current = self._read_json(wal, "publish log")
         if current is not None and current.get("token") == log.get("token"):
-            self._delete(wal)
-            self._sync_dir(posixpath.dirname(wal))
+            self.files.delete(wal)
+            self.files.sync_dir(posixpath.dirname(wal))
 
     def _drop(self, path: str) -> None:
         try:
-            self._delete(path)
+            self.files.delete(path)
         except OSError as e:
             raise PublishError(f"distcp: could not delete staging {path}: {e}") from e
 
@@ -953,7 +845,7 @@ class Publisher:
                 return False
             return True
         try:
-            if self._find(directory):
+            if self.files.find(directory):
                 return False
             self.fs.rm(directory, recursive=True)
         except (FileNotFoundError, OSError):
@@ -1033,7 +925,7 @@ class Publisher:
         the exception reading it) is of no use to any run -- an old version of a file this run
         listed, or an unfinished copy with nothing to reuse."""
         if isinstance(marker, FileNotFoundError):
-            return not self._exists(posixpath.join(file_dir, PARTS_DIR))
+            return not self.files.exists(posixpath.join(file_dir, PARTS_DIR))
         return _marker_origin(marker) in origins
 
     def stale_staging(self, known_file_sets: Iterable[str]) -> list[str]:
@@ -1056,37 +948,6 @@ class Publisher:
         """Delete the staging of ``file_set`` (its staged files will be copied again)."""
         self._drop(self.staging.file_set_dir(file_set))
 
-
-def _find_local(directory: str) -> dict[str, dict]:
-    """What fsspec's local ``find(detail=True)`` gives for the files below the directory
-    ``directory`` (path -> ``{"name", "size", "type": "file" | "other", "islink"}``; a link is an
-    entry of its own, "other", with its target's size, never followed into a directory), in one
-    ``scandir`` walk without fsspec's cost per entry. ``{}`` when there is no such directory;
-    ``NotADirectoryError`` when it is a file."""
-    out: dict[str, dict] = {}
-    try:
-        stack = [os.scandir(directory)]
-    except FileNotFoundError:
-        return out
-    while stack:
-        with stack.pop() as entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(os.scandir(entry.path))
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                link, size = stat.S_ISLNK(st.st_mode), st.st_size
-                if link:
-                    try:
-                        size = os.stat(entry.path).st_size
-                    except OSError:
-                        size = 0
-                out[entry.path] = {"name": entry.path, "size": size, "islink": link,
-                                   "type": "file" if stat.S_ISREG(st.st_mode) else "other"}
-    return dict(sorted(out.items()))
 
 
 def _entry_id(path: str) -> str:

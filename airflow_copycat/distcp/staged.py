@@ -46,8 +46,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..storage import is_local
 from .attempt import ATTEMPT_PREFIX
-from .localcopy import is_local
 from .model import CopyableFile, Staging
 
 log = logging.getLogger("airflow_copycat.distcp")

@@ -1,16 +1,18 @@
 """JSON documents on local paths, fsspec URLs or a filesystem the caller holds: the one writer and
 reader of the group, result and plan files that cross from the Airflow side to Spark and back.
 
-A document is written under a temporary name (``<path>.tmp``) and then renamed over ``path``:
-readers never see half a document where the filesystem renames atomically (local disks, HDFS);
-on object stores the rename is a copy, still never a prefix of the document being written.
+A document is written under a temporary name (``<path>.tmp``) and then renamed over ``path`` by
+:class:`~airflow_copycat.storage.AtomicFiles` (durably on the local disk): readers never see half a
+document where the filesystem renames atomically (local disks, HDFS); on object stores the rename
+is a copy, still never a prefix of the document being written.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
+
+from ..storage import AtomicFiles
 
 
 def _is_url(path: str) -> bool:
@@ -29,16 +31,7 @@ def write_json(doc: Any, path: str, *, fs=None, compact: bool = False) -> str:
         fs, target = fsspec.core.url_to_fs(path)  # written through its filesystem; ``path`` is returned as given
     else:
         target = path
-    if fs is None:
-        tmp = target + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-        return path
-    tmp = target + ".tmp"
-    with fs.open(tmp, "wb") as f:
-        f.write(data)
-    fs.mv(tmp, target)
+    AtomicFiles(fs).write_whole(target, data)
     return path
 
 

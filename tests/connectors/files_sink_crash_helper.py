@@ -12,7 +12,7 @@ the sink config. KILL is ``none`` or ``<step>:<n>[:stop]``: SIGKILL this process
 (with ``:stop``, SIGSTOP it: a stalled attempt that a test resumes with SIGCONT)
 right after the n-th completed
 
-* ``rename`` -- staging → final rename of a published file (LocalFileSystem.mv),
+* ``rename`` -- staging → final rename of a published file (``AtomicFiles.rename``),
 * ``wal`` / ``marker`` -- rename of the publish log / marker into place,
 * ``stage`` -- staging write of a finished file.
 
@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 
 from airflow_copycat.connect import SinkRecord, SinkTaskContext  # noqa: E402
 from airflow_copycat.connectors.files import FilesSinkConnector, FilesSinkTask  # noqa: E402
 from airflow_copycat.connectors.files import publish  # noqa: E402
+from airflow_copycat.storage import AtomicFiles  # noqa: E402
 
 BASE_TS = 1_700_000_000_000
 
@@ -70,14 +70,14 @@ def install_kill(kill: str) -> None:
         return
 
     marker = {"rename": "/_copycat/staging/", "wal": "/_copycat/wal/", "marker": "/_copycat/offsets/"}[step]
-    real_mv = LocalFileSystem.mv
+    real_rename = AtomicFiles.rename
 
-    def mv(self, path1, path2, *args, **kwargs):
-        real_mv(self, path1, path2, *args, **kwargs)
-        if marker in str(path1):
+    def rename(self, src, dst):
+        real_rename(self, src, dst)
+        if marker in str(src):
             hit()
 
-    LocalFileSystem.mv = mv
+    AtomicFiles.rename = rename
 
 
 def main(argv: list[str]) -> None:

@@ -24,9 +24,10 @@ from airflow_copycat.distcp import copier, localcopy
 from airflow_copycat.distcp.copier import copy_unit, finish_split
 from airflow_copycat.distcp.inflight import copy_units
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
-from airflow_copycat.distcp.publish import Publisher, _find_local
+from airflow_copycat.distcp.publish import Publisher
 from airflow_copycat.distcp.staged import is_journal, parse_journal
 from airflow_copycat.distcp.workunits import work_units
+from airflow_copycat.storage.atomic import AtomicFiles, find_local
 
 B = 4096
 """The block size the tests give both paths (streaming reads, fast blocks, progress steps), so that
@@ -312,10 +313,10 @@ def test_the_local_listing_is_fsspecs(tmp_path):
     os.mkfifo(root / "fifo")
     keys = ("name", "size", "type", "islink")
     expected = {p: {k: info[k] for k in keys} for p, info in LOCAL.find(str(root), detail=True).items()}
-    assert _find_local(str(root)) == expected and list(_find_local(str(root))) == list(expected)
-    assert _find_local(str(root / "missing")) == {}
+    assert find_local(str(root)) == expected and list(find_local(str(root))) == list(expected)
+    assert find_local(str(root / "missing")) == {}
     with pytest.raises(NotADirectoryError):
-        _find_local(str(root / "top"))
+        find_local(str(root / "top"))
 
 
 # --------------------------------------------------------------------------- the flat layout and the old one
@@ -439,7 +440,6 @@ def test_a_job_staged_by_the_old_layout_is_resumed_and_published(tmp_path, small
 def test_a_log_left_by_the_old_layout_is_replayed(tmp_path, small_blocks, monkeypatch):
     """The version before died in the middle of a publish (its log renames from file dirs): this
     version's recover() finishes it -- the same tree as an uninterrupted publish -- and drops the file dirs."""
-    from airflow_copycat.distcp import publish as publish_mod
 
     files, config = _job_files(tmp_path)
     target = tmp_path / "crashed"
@@ -448,7 +448,7 @@ def test_a_log_left_by_the_old_layout_is_replayed(tmp_path, small_blocks, monkey
         m.setattr(copier, "flat_layout", lambda *a, **k: False)
         assert all(r["status"] == "ok" for _, r in copy_units(work_units(files, config["block.split.size"]), LOCAL,
                                                              LOCAL, staging, config))
-        real, n = publish_mod._rename, [0]
+        real, n = AtomicFiles.rename, [0]
 
         def rename(*a, **k):
             n[0] += 1
@@ -456,7 +456,7 @@ def test_a_log_left_by_the_old_layout_is_replayed(tmp_path, small_blocks, monkey
                 raise KeyboardInterrupt("killed")
             return real(*a, **k)
 
-        m.setattr(publish_mod, "_rename", rename)
+        m.setattr(AtomicFiles, "rename", rename)
         with pytest.raises(KeyboardInterrupt):
             Publisher(LOCAL, staging, config=config).publish("ds", files, [])
     assert Path(staging.wal("ds")).exists()

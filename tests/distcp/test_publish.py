@@ -31,6 +31,7 @@ from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 from airflow_copycat.distcp import publish as publish_mod  # noqa: E402
 from airflow_copycat.distcp.model import CopyableFile, Staging, file_set_id  # noqa: E402
 from airflow_copycat.distcp.publish import LOG_FORMAT, PublishError, Publisher  # noqa: E402
+from airflow_copycat.storage import AtomicFiles  # noqa: E402
 
 T0 = 1_600_000_000.0
 
@@ -347,7 +348,7 @@ def test_a_retried_publish_after_a_crash_publishes_the_set(local, monkeypatch):
     stage(fs, staging, arch, {"d/arch/x.txt": b"new x", "d/arch/y/z.txt": b"z"})
     deletes = ["d/old.csv", "d/arch/gone.txt"]
     # When the publishing process dies after its third rename
-    real, n = publish_mod._rename, [0]
+    real, n = AtomicFiles.rename, [0]
 
     def rename(*a, **k):
         if "/_copycat/distcp/staging/" in a[1]:
@@ -356,10 +357,10 @@ def test_a_retried_publish_after_a_crash_publishes_the_set(local, monkeypatch):
                 raise KeyboardInterrupt("killed")
         return real(*a, **k)
 
-    monkeypatch.setattr(publish_mod, "_rename", rename)
+    monkeypatch.setattr(AtomicFiles, "rename", rename)
     with pytest.raises(KeyboardInterrupt):
         pub.publish("ds", files + [arch], deletes)
-    monkeypatch.setattr(publish_mod, "_rename", real)
+    monkeypatch.setattr(AtomicFiles, "rename", real)
     # and the same publish is retried (an Airflow retry: same plan, same task results), twice
     expected = {**{f.destination: b"%02d" % int(f.destination[2]) for f in files},
                 "d/arch/x.txt": b"new x", "d/arch/y/z.txt": b"z"}
@@ -823,13 +824,13 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    real_rename, real_step = publish_mod._rename, Publisher._apply_step
+    real_rename, real_step = AtomicFiles.rename, Publisher._apply_step
     real_after_log, real_finish = Publisher._after_log_written, Publisher._finish
 
-    def rename(fs, src, dst, local):
+    def rename(files, src, dst):
         if point == "logtmp" and "/_copycat/distcp/wal/" in src and src.endswith(".tmp"):
             die()
-        real_rename(fs, src, dst, local)
+        real_rename(files, src, dst)
         if "/_copycat/distcp/staging/" in src:
             counts["rename"] += 1
             if point == "rename" and counts["rename"] == n:
@@ -860,7 +861,7 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
         self._drop = drop
         real_finish(self, log, wal)
 
-    publish_mod._rename = rename
+    AtomicFiles.rename = rename
     Publisher._apply_step = apply_step
     Publisher._after_log_written = after_log
     Publisher._finish = finish

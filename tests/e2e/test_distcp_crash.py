@@ -164,26 +164,26 @@ def test_killed_mid_copy_then_rerun_copies_only_what_was_not_staged(tmp_path):
 
 KILL_IN_PUBLISH = textwrap.dedent("""
     import os, signal, sys
-    from airflow_copycat.distcp import publish
+    from airflow_copycat.storage import AtomicFiles
 
     renames = [0]
-    real = publish._rename
+    real = AtomicFiles.rename
     def rename(*args, **kwargs):
         renames[0] += 1
         if renames[0] > int(os.environ["KILL_AFTER_RENAMES"]):
             os.kill(os.getpid(), signal.SIGKILL)
         return real(*args, **kwargs)
-    publish._rename = rename
+    AtomicFiles.rename = rename
     from airflow_copycat import cli
     sys.exit(cli.main(sys.argv[1:]))
 """)
 
 
 def test_killed_mid_publish_then_rerun_finishes_the_publish_from_its_log(tmp_path):
-    from airflow_copycat.distcp import publish
+    from airflow_copycat.storage import AtomicFiles
 
-    if not callable(getattr(publish, "_rename", None)):
-        pytest.fail("the test kills the publish at its renames: publish._rename is gone, adapt the test")
+    if not callable(getattr(AtomicFiles, "rename", None)):
+        pytest.fail("the test kills the publish at its renames: AtomicFiles.rename is gone, adapt the test")
     # Given two datasets of 40 small files, copied in process
     source = make_tree(tmp_path / "src", 2, 40, 20000)
     target = tmp_path / "dst"

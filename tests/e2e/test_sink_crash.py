@@ -19,18 +19,17 @@ from airflow_copycat.runtime.worker import WorkerConfig
 # Runs one plan group in a child process that SIGKILLs itself after its N-th file rename.
 _KILLER = textwrap.dedent("""
     import json, os, signal, sys
-    from fsspec.implementations.local import LocalFileSystem
     from airflow_copycat.runtime.executor import run_group
+    from airflow_copycat.storage import AtomicFiles
     group, worker, kill_after = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
-    real_mv, seen = LocalFileSystem.mv, [0]
-    def mv(self, path1, path2, **kw):
-        out = real_mv(self, path1, path2, **kw)
-        if "/_copycat/staging/" in str(path1):
+    real_rename, seen = AtomicFiles.rename, [0]
+    def rename(self, src, dst):
+        real_rename(self, src, dst)
+        if "/_copycat/staging/" in str(src):
             seen[0] += 1
             if seen[0] == kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return out
-    LocalFileSystem.mv = mv
+    AtomicFiles.rename = rename
     print(json.dumps(run_group(group, worker)))
 """)
 

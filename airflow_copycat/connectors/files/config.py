@@ -212,7 +212,7 @@ def store_location(config: dict[str, Any]) -> tuple[str, dict]:
     import fsspec
 
     protocol, _ = fsspec.core.split_protocol(url)
-    if protocol and protocol not in fsspec.available_protocols():
+    if protocol and protocol not in fsspec.available_protocols() and protocol not in fsspec.registry:  # known, or registered
         raise ValueError(f"store.url protocol {protocol!r} is not an fsspec filesystem")
     return url, options
 

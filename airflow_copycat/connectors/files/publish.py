@@ -59,22 +59,24 @@ disks and some object stores only, and a lock held by a dead attempt would
 block its retry until a timeout; the marker check needs neither.
 
 Atomicity of steps 3 and 5 and cheapness of step 4 come from the filesystem's
-rename: atomic on local disks and HDFS. On object stores (S3, GCS) fsspec's
-``mv`` is copy + delete: each object still appears whole, the log still makes
-the set complete after a crash, but readers may briefly see part of a batch.
+rename, done (like every write and delete here) by :class:`airflow_copycat.storage.AtomicFiles`,
+the same engine as Distcp's publisher: atomic on local disks (``os.replace``, the
+directory fsynced after) and on HDFS (which refuses to rename over a file: the
+target is deleted first, briefly absent, never partial). On object stores (S3,
+GCS) fsspec's ``mv`` is copy + delete: each object still appears whole, the log
+still makes the set complete after a crash, but readers may briefly see part of
+a batch.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import posixpath
-import secrets
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...connect.errors import ConnectException, RetriableException
+from ...storage import AtomicFiles, new_token
+from ...storage.atomic import json_bytes
 
 CONTROL_DIR = "_copycat"
 TopicPartition = tuple[str, int]
@@ -86,19 +88,9 @@ when the partition was never committed (markers written before attempts existed 
 NEVER_COMMITTED: Token = (None, None)
 
 
-def rename(fs, src: str, dst: str) -> None:
-    """Move ``src`` to ``dst`` on ``fs`` (replacing ``dst``). Every rename of this module goes here."""
-    fs.mv(src, dst)
-
-
 def tp_name(tp: TopicPartition) -> str:
     """``<topic>+<partition>``, the per-partition name of control files."""
     return f"{tp[0]}+{int(tp[1])}"
-
-
-def new_attempt_id() -> str:
-    """A fresh attempt id: UTC time (for people reading the store) and 48 random bits."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(6)
 
 
 @dataclass
@@ -136,6 +128,7 @@ class PublishStore:
 
     def __init__(self, fs, root: str):
         self.fs = fs
+        self.files = AtomicFiles(fs)
         self.root = root.rstrip("/") or "/"
         self.attempts: dict[TopicPartition, Attempt] = {}
 
@@ -175,45 +168,28 @@ class PublishStore:
             raise RetriableException(f"files sink: could not {what} {path}: {e}") from e
 
     def _write(self, path: str, data: bytes) -> None:
-        def write():
-            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-            with self.fs.open(path, "wb") as f:
-                f.write(data)
-                f.flush()
-                try:
-                    os.fsync(f.fileno())
-                except (AttributeError, OSError, ValueError, NotImplementedError):
-                    pass  # not a local file: the store makes the object durable on close
-        self._io("write", path, write)
+        self._io("write", path, self.files.write, path, data)
 
     def _write_json_atomically(self, tp: TopicPartition, path: str, doc: dict, attempt: str) -> None:
-        tmp = f"{path}.{attempt}.tmp"  # per attempt: overlapping attempts never share a temporary file
-        self._write(tmp, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        # per attempt: overlapping attempts never share a temporary file
+        tmp = self._io("write", path, self.files.write_temp, path, json_bytes(doc, indent=1), attempt)
         try:
-            self._io("rename into place", path, rename, self.fs, tmp, path)
+            self._io("rename into place", path, self.files.commit_temp, tmp, path)
         except ConnectException as e:
-            if not self._io("check", tmp, self.fs.exists, tmp):  # deleted by another attempt's recover()
+            if not self._io("check", tmp, self.files.exists, tmp):  # deleted by another attempt's recover()
                 raise self._fenced(tp, attempt, f"its temporary file {tmp} was deleted") from e
             raise
 
     def _delete_if_exists(self, path: str) -> None:
-        try:
-            self._io("delete", path, self.fs.rm_file, path)
-        except ConnectException as e:
-            if not isinstance(e.__cause__, FileNotFoundError):
-                raise
+        self._io("delete", path, self.files.delete, path)
 
     def _read_json(self, path: str, what: str) -> dict | None:
         # read, not exists() + read: exists() may answer from a directory listing cached by the
         # filesystem (s3fs), and the fence must see a marker another attempt wrote a moment ago
         try:
-            raw = self._io("read", path, self.fs.cat_file, path)
-        except ConnectException as e:
-            if isinstance(e.__cause__, FileNotFoundError):
+            doc = self._io("read", path, self.files.read_json, path)
+            if doc is None:
                 return None
-            raise
-        try:
-            doc = json.loads(raw)
             if not isinstance(doc, dict):
                 raise ValueError("not a JSON object")
             return doc
@@ -295,13 +271,12 @@ class PublishStore:
         done = 0
         for step in wal["renames"]:
             src, dst = self.path(step["from"]), self.path(step["to"])
-            if self._io("check", src, self.fs.exists, src):
-                self._io("create the directory of", dst,
-                         lambda: self.fs.makedirs(posixpath.dirname(dst), exist_ok=True))
+            if self._io("check", src, self.files.exists, src):
+                self._io("create the directory of", dst, self.files.makedirs, posixpath.dirname(dst))
                 try:
-                    self._io("publish", dst, rename, self.fs, src, dst)
+                    self._io("publish", dst, self.files.rename, src, dst)
                 except ConnectException as e:
-                    if replay or self._io("check", src, self.fs.exists, src):
+                    if replay or self._io("check", src, self.files.exists, src):
                         raise
                     raise self._fenced(tp, attempt, f"its staged file {src} vanished while it was published") from e
                 done += 1
@@ -311,7 +286,7 @@ class PublishStore:
                 if done == 0:
                     self._delete_wal_of(tp, attempt)
                 raise self._fenced(tp, attempt, f"its staged file {src} was deleted")
-            elif not self._io("check", dst, self.fs.exists, dst):
+            elif not self._io("check", dst, self.files.exists, dst):
                 raise ConnectException(
                     f"files sink: publish log {self.wal_path(tp)} renames {src} to {dst}, but neither exists; "
                     "something outside copycat removed them. The marker still holds the last committed offset: "
@@ -320,7 +295,7 @@ class PublishStore:
             self.check_fence(tp)
         marker = {"topic": tp[0], "partition": int(tp[1]), "offset": int(wal["offset"]), "attempt": attempt,
                   "files": [s["to"] for s in wal["renames"]]}
-        self._write_json_atomically(tp, self.marker_path(tp), marker, attempt or new_attempt_id())
+        self._write_json_atomically(tp, self.marker_path(tp), marker, attempt or new_token())
         self._delete_wal_of(tp, attempt)
         return marker
 
@@ -361,7 +336,7 @@ class PublishStore:
                 rec.stale_log_deleted = True
         for path in (self.wal_path(tp), self.marker_path(tp)):  # writes cut short, by any attempt
             directory, name = posixpath.split(path)
-            if self._io("check", directory, self.fs.exists, directory):
+            if self._io("check", directory, self.files.exists, directory):
                 listing = self._io("list", directory, lambda: self.fs.ls(directory, detail=False, refresh=True))
                 self.fs.invalidate_cache(directory)
                 for other in listing:
@@ -369,12 +344,12 @@ class PublishStore:
                     if other_name.startswith(name + ".") and other_name.endswith(".tmp"):
                         self._delete_if_exists(other)
         staging = self.path(self.staging_dir_rel(tp))
-        if self._io("check", staging, self.fs.exists, staging):
-            rec.stale_deleted = len(self._io("list", staging, self.fs.find, staging))
-            self._io("delete", staging, lambda: self.fs.rm(staging, recursive=True))
+        if self._io("check", staging, self.files.exists, staging):
+            rec.stale_deleted = len(self._io("list", staging, self.files.find, staging))
+            self._io("delete", staging, self.files.delete, staging)
         token = self.marker_token(tp)
         rec.offset = token[0]
-        rec.attempt = new_attempt_id()
+        rec.attempt = new_token()
         self.attempts[tp] = Attempt(rec.attempt, token)
         return rec
 
