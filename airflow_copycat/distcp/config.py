@@ -34,6 +34,19 @@ def _preserve(key: str, value: Any) -> str | None:
     return f"unknown attribute(s) {', '.join(bad)}; known: {', '.join(PRESERVABLE)}" if bad else None
 
 
+def _glob(key: str, value: Any) -> str | None:
+    """A glob in fsspec's dialect (the one ``fs.glob`` and :func:`.listing.glob_matcher` use)."""
+    from fsspec.utils import glob_translate
+
+    pattern = str(value or "").strip().strip("/")
+    try:
+        if pattern:
+            glob_translate(pattern)
+    except ValueError as e:
+        return f"is not a glob: {e}"
+    return None
+
+
 def _date_format(key: str, value: Any) -> str | None:
     if value and not re.search(r"%[YmdHjUW]", str(value)):
         return "must be a strftime pattern with date fields, such as %Y/%m/%d"
@@ -48,11 +61,13 @@ COPY_CONFIG = (
             doc="Root to copy from: a path or an fsspec URL (file://, s3://bucket/prefix, hdfs://nn/path, memory://).")
     .define("target.url", ConfigType.STRING, validator=non_empty, importance="high",
             doc="Root to copy to (a path or an fsspec URL). Staging and the publish log live under <target>/_copycat/.")
-    .define("dataset.pattern", ConfigType.STRING, "",
+    .define("dataset.pattern", ConfigType.STRING, "", validator=_glob,
             doc="Glob under source.url; each match is a dataset, published atomically as one file set "
                 "(e.g. 'tables/*', 'logs/*/*'). Empty: the whole source is one dataset.")
-    .define("file.pattern", ConfigType.STRING, "**",
-            doc="Glob of the files to copy inside each dataset (e.g. '**/*.parquet').")
+    .define("file.pattern", ConfigType.STRING, "**", validator=_glob,
+            doc="Glob of the files to copy inside each dataset (e.g. '**/*.parquet'), in the same dialect as "
+                "dataset.pattern (fsspec's: * and ? stay within a directory, ** is a whole path component "
+                "that crosses directories, also none).")
     .define("partition.date.format", ConfigType.STRING, "", validator=_date_format,
             doc="strftime pattern of date-partitioned directories inside a dataset (e.g. %Y/%m/%d): only files "
                 "under a date in [date.range.start, date.range.end) are copied.")

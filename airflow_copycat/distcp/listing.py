@@ -29,6 +29,7 @@ from datetime import date, datetime, timezone
 from typing import Any, Callable
 
 import fsspec
+from fsspec.utils import glob_translate
 
 from .converters import converted_name
 from .model import CONTROL_DIR, CopyableFile, Dataset
@@ -314,45 +315,14 @@ def _names(value: Any) -> list[str]:
 
 def glob_matcher(pattern: str) -> Callable[[str], bool] | None:
     """A predicate matching paths (relative, ``/``-separated) against a glob, or ``None`` for
-    ``**`` (everything). ``*``/``?``/``[...]`` stay within a component, ``**`` crosses them,
-    ``**/`` also matches no directory."""
+    ``**`` (everything). The dialect is fsspec's, the one ``fs.glob`` uses for ``dataset.pattern``
+    (``fsspec.utils.glob_translate``): ``*``/``?``/``[...]`` stay within a component, ``**`` is a
+    whole component that crosses them, ``**/`` also matches no directory. ``ValueError`` for a
+    pattern that is not a glob (the config check reports it first)."""
     pattern = pattern.strip().strip("/")
     if pattern in ("", "**"):
         return None
-    return re.compile(_glob_regex(pattern), re.DOTALL).fullmatch  # type: ignore[return-value]
-
-
-def _glob_regex(pattern: str) -> str:
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:[^/]*/)*")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "^") else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-                continue
-            body = pattern[i + 1:j]
-            if body[:1] in ("!", "^"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
+    return re.compile(glob_translate(pattern)).match  # type: ignore[return-value]  # ends in \Z: whole paths
 
 
 _DIRECTIVES = {

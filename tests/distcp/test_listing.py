@@ -10,12 +10,15 @@ import uuid
 
 import fsspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from airflow_copycat.connect.config import Password
+from airflow_copycat.connect.errors import ConfigException
 from airflow_copycat.distcp.config import parse_copy_config
 from airflow_copycat.distcp.converters import destination_for
 from airflow_copycat.distcp.listing import (
-    _fs_checksum, destination_name, filesystem, find_datasets, list_files, source_name_candidates,
+    _fs_checksum, destination_name, filesystem, find_datasets, glob_matcher, list_files, source_name_candidates,
 )
 from airflow_copycat.distcp.model import Dataset
 
@@ -354,3 +357,42 @@ def test_listing_on_memory_filesystem(memory_root):
     assert [(f.relative, f.destination, f.size, f.mode) for f in files] == [
         ("d/2026/11/22/b.json.gz", "d/2026/11/22/b.json", 4, None)]
     assert files[0].origin == f"{memory_root}/d/2026/11/22/b.json.gz" and files[0].mtime > 1_700_000_000
+
+
+# ---- one glob dialect: file.pattern matches what fs.glob matches for dataset.pattern
+
+_NAMES = ["a", "b", "ab", "x.csv", "y.json", "a.csv"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=st.sets(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3).map("/".join), min_size=1, max_size=12),
+       pattern=st.lists(st.sampled_from(["*", "?", "**", "a", "*.csv", "[ab]*", "[!a]*", "x.*", "b?", "a**", "[!b]"]),
+                        min_size=1, max_size=3).map("/".join))
+def test_file_pattern_selects_exactly_what_fsspec_glob_finds(tree, pattern):
+    """Generated trees and patterns: glob_matcher (file.pattern) and fs.glob (dataset.pattern) agree on every
+    file, so one config has one dialect."""
+    files = {p for p in tree if not any(q.startswith(p + "/") for q in tree)}  # a name is a file or a directory
+    fs = fsspec.filesystem("memory")
+    root = f"/glob-{uuid.uuid4().hex}"
+    for p in files:
+        fs.pipe(f"{root}/{p}", b"x")
+    try:
+        try:
+            expected = {p[len(root) + 1:] for p in fs.glob(f"{root}/{pattern}") if fs.isfile(p)}
+        except ValueError:  # '**' inside a component: refused by both
+            with pytest.raises(ValueError):
+                glob_matcher(pattern)
+            return
+        match = glob_matcher(pattern)
+        got = set(files) if match is None else {p for p in files if match(p)}
+        assert got == expected, (pattern, sorted(files))
+    finally:
+        fs.rm(root, recursive=True)
+
+
+def test_a_pattern_that_is_not_a_glob_fails_the_config_naming_the_key():
+    with pytest.raises(ConfigException) as e:
+        parse_copy_config({"name": "t", "source.url": "/src", "target.url": "/elsewhere",
+                           "file.pattern": "logs/a**b", "dataset.pattern": "t**"})
+    assert "file.pattern" in str(e.value) and "dataset.pattern" in str(e.value)
+    assert "entire path component" in str(e.value)
