@@ -80,10 +80,7 @@ def make_plan(
                                              "topics hold past its committed offsets; run it without a window")],
                               context=f"connector {name!r}")
     _check_clients(values, worker, issubclass(cls, SinkConnector))
-    connector = cls()
-    if getattr(cls, "reads_kafka", False):
-        connector.kafka_client_config = worker.client_config()
-    connector.start(values)
+    connector = start_connector(cls, values, worker)
     try:
         if not issubclass(cls, SinkConnector):
             problems = transactions.check(connector, values, worker)
@@ -128,6 +125,25 @@ def make_plan(
         "offsets": offsets,
         "groups": groups,
     }
+
+
+def start_connector(cls: type, values: Mapping[str, Any], worker: WorkerConfig | None = None):
+    """A new ``cls`` started with ``values`` (the config as :func:`.connector_config.parse` gave it), as
+    every plan starts its connector; a connector that ``reads_kafka`` gets ``worker``'s client config
+    first (``None``: none, as in the conformance kit, which needs no Kafka). The caller stops it."""
+    connector = cls()
+    if getattr(cls, "reads_kafka", False) and worker is not None:
+        connector.kafka_client_config = worker.client_config()
+    connector.start(dict(values))
+    return connector
+
+
+def assign_sink_tasks(base_cfgs: list[dict], tps, previous_assignment: list[list[Any]] | None = None) -> list[dict]:
+    """The sink task configs of a plan: ``base_cfgs`` (what ``task_configs()`` returned) each with the
+    topic-partitions ``tps`` assigned to it (sticky to ``previous_assignment`` where given), under
+    :data:`~.sink.ASSIGNED_PARTITIONS_KEY`."""
+    groups = assign([list(tp) for tp in tps], len(base_cfgs), previous_assignment)
+    return [dict(base_cfgs[i], **{ASSIGNED_PARTITIONS_KEY: json.dumps(g)}) for i, g in enumerate(groups)]
 
 
 def _check_clients(values: Mapping[str, Any], worker: WorkerConfig, sink: bool) -> None:
@@ -198,8 +214,7 @@ def _plan_sink(connector, values, worker, tasks_max, previous):
     if missing:
         raise ConnectException(f"connector {values['name']}: topic(s) {missing} do not exist")
     base_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
-    groups = assign([list(tp) for tp in tps], len(base_cfgs), _previous_assignment(previous))
-    task_cfgs = [dict(base_cfgs[i], **{ASSIGNED_PARTITIONS_KEY: json.dumps(g)}) for i, g in enumerate(groups)]
+    task_cfgs = assign_sink_tasks(base_cfgs, tps, _previous_assignment(previous))
     offsets = []
     if tps:
         consumer = Consumer(worker.consumer_config(consumer_group(values["name"])))

@@ -18,7 +18,8 @@ from airflow_copycat.connect import (ConfigDef, ConfigProblem, ConfigType, Schem
 from airflow_copycat.connectors.deadletter import DeadLetterReplaySource
 from airflow_copycat.connectors.files import FilesSinkConnector
 from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
-from airflow_copycat.testing import conformance, sink_connector_tests, source_connector_tests
+from airflow_copycat.testing import sink_connector_tests, source_connector_tests
+from airflow_copycat.testing.conformance import source as conformance_source
 from tests.support.connectors import CountingSource, CountingTask
 
 
@@ -258,7 +259,7 @@ def test_kit_fails_a_broken_source(connector, check, expected, tmp_path):
 
 
 def test_kit_fails_a_source_that_never_catches_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(conformance, "_POLL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(conformance_source, "_POLL_TIMEOUT_S", 0.2)
     suite = source_connector_tests(counting_source(NeverCaughtUp), counters)
     with pytest.raises(pytest.fail.Exception, match="never returned None"):
         suite().test_tasks_read_every_record_once_then_report_caught_up(tmp_path)
