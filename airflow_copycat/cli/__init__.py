@@ -247,5 +247,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         restore_logging()
-        _scrub.values.clear()
+        _scrub.clear()
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..connect.errors import ConnectException
+from ..connect.secrets import HIDDEN, Scrubber, is_secret_key
 from ..runtime import connector_config
-from ..runtime.connector_config import HIDDEN
-from ..runtime.worker import WorkerConfig, is_secret_key, load_properties
+from ..runtime.worker import WorkerConfig, load_properties
 
 
 PROG = "copycat"
@@ -23,7 +23,6 @@ DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "COPYCAT_SPARK_MASTER"
 REMOTE_ENV = "SPARK_REMOTE"  # as pyspark reads it (spark_apps.connect.REMOTE_ENV; not imported: it imports pyspark)
 DEFAULT_KAFKA_TIMEOUT_S = 15.0
-_MIN_SECRET_LEN = 4  # shorter values would blank out unrelated text
 
 
 class UserError(Exception):
@@ -31,21 +30,11 @@ class UserError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Output: everything printed goes through the scrubber, which replaces every secret value seen
-# (connector secret keys, worker secret keys) with "[hidden]".
+# Output: everything printed goes through the scrubber, which hides every secret value seen
+# (connector secret keys, worker secret keys) as the package's one Scrubber does.
 
 
-class _Scrubber:
-    def __init__(self) -> None:
-        self.values: set[str] = set()
-
-    def add(self, value: Any) -> None:
-        if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN and value != HIDDEN:
-            self.values.add(value)
-            dumped = json.dumps(value)[1:-1]  # as it appears inside JSON text
-            if dumped != value:
-                self.values.add(dumped)
-
+class _Scrubber(Scrubber):
     def add_config(self, raw: dict, cls: type | None) -> None:
         for key in connector_config.secret_keys(raw, cls):
             self.add(getattr(raw[key], "value", raw[key]))
@@ -55,10 +44,6 @@ class _Scrubber:
             if is_secret_key(key):
                 self.add(str(value))
 
-    def __call__(self, text: str) -> str:
-        for v in sorted(self.values, key=len, reverse=True):
-            text = text.replace(v, HIDDEN)
-        return text
 
 
 _scrub = _Scrubber()

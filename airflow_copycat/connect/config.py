@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigException
+from .secrets import scrub
 
 NO_DEFAULT = object()
 """Marks a key as required: ``parse`` reports it when absent."""
@@ -211,7 +212,7 @@ class ConfigDef:
                     message = f"could not be validated: {e}"
                 if message and isinstance(value, Password) and value.value:
                     # a validator's message (or its exception's) may quote the secret
-                    message = str(message).replace(value.value, "[hidden]")
+                    message = scrub(message, [value.value])
                 if message:
                     problems.append(ConfigProblem(key.name, shown, message))
                     continue

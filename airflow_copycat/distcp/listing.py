@@ -31,6 +31,7 @@ from typing import Any, Callable
 import fsspec
 from fsspec.utils import glob_translate
 
+from ..connect.secrets import scrub
 from .converters import converted_name
 from .model import CONTROL_DIR, CopyableFile, Dataset
 
@@ -95,13 +96,11 @@ def _safe_url(url: str) -> str:
 
 
 def _scrub(message: str, options: Mapping[str, Any], url: str) -> str:
-    secrets = [str(v) for v in _leaves(options) if len(str(v)) >= 4]
+    secrets = [str(v) for v in _leaves(options)]
     userinfo = re.search(r"//([^/@]*)@", str(url))
     if userinfo:
         secrets.append(userinfo.group(1))
-    for s in sorted(secrets, key=len, reverse=True):
-        message = message.replace(s, "[hidden]")
-    return message
+    return scrub(message, secrets)
 
 
 def _leaves(value: Any) -> Iterable[Any]:

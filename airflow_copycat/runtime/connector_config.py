@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty, one_of
 from ..connect.connector import WINDOW_END_KEY, WINDOW_START_KEY, window_bounds
 from ..connect.errors import ConfigException, ConnectException
+from ..connect.secrets import HIDDEN, Scrubber, has_url_password, hide_url_passwords, is_secret_key
 from . import plugins
 from .transforms import check_transforms
-from .worker import is_secret_key, load_properties
+from .worker import load_properties
 
 def _iso_timestamp(key: str, value: Any) -> str | None:
     """Per-key check of a window bound (both bounds together are checked by :func:`validate`)."""
@@ -178,14 +178,11 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
 def _hide_secrets(problems: list[ConfigProblem], raw: Mapping[str, Any], secrets: set[str]) -> list[ConfigProblem]:
     """Problems with secret values replaced by ``[hidden]``, in the value and in the message
     (validators may quote the value they reject)."""
-    values = sorted((str(raw[k]) for k in secrets if raw.get(k) not in (None, "")), key=len, reverse=True)
+    hide = Scrubber(raw[k] for k in secrets)
     out = []
     for p in problems:
-        message = p.message
-        for v in values:
-            message = message.replace(v, HIDDEN)
         value = HIDDEN if p.key in secrets and p.value is not None else p.value
-        out.append(ConfigProblem(p.key, value, message))
+        out.append(ConfigProblem(p.key, value, hide(p.message)))
     return out
 
 
@@ -200,32 +197,10 @@ def parse(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type]:
 def secret_keys(raw: Mapping[str, Any], cls: type | None) -> set[str]:
     """Keys whose values are secrets: the connector's PASSWORD keys, any key named like one,
     and keys holding a URL with a password."""
-    keys = {k for k in raw if is_secret_key(k) or _has_url_password(raw[k])}
+    keys = {k for k in raw if is_secret_key(k) or has_url_password(raw[k])}
     if cls is not None:
         keys |= {k for k in cls.config_def.secret_keys() if k in raw}
     return keys
-
-
-HIDDEN = "[hidden]"
-
-
-# scheme://user:password@host: the password runs to the last @ before the host (a raw @ or / in it
-# must not cut it short), so all of it is hidden; the user name ends at the first ':'. In a list of
-# URLs ("...@h1,https://...@h2") each URL is its own. An empty password (user:@host) is no secret.
-_URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
-
-
-# a password in a URL's query string (jdbc:postgresql://h/db?user=u&password=p, Confluent's usual form)
-_QUERY_PASSWORD = re.compile(r"([?&;](?:password|pwd)=)([^&;#\s]+)", re.IGNORECASE)
-
-
-def _hide_url_passwords(value: str) -> str:
-    value = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), value)
-    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, value)
-
-
-def _has_url_password(value: Any) -> bool:
-    return isinstance(value, str) and bool(_URL_PASSWORD.search(value) or _QUERY_PASSWORD.search(value))
 
 
 def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
@@ -234,9 +209,9 @@ def redact(config: Mapping[str, Any], secrets: set[str]) -> dict[str, Any]:
     ``secrets`` for :func:`restore_secrets`)."""
     out = {}
     for k, v in config.items():
-        if _has_url_password(v) and not is_secret_key(k):
+        if has_url_password(v) and not is_secret_key(k):
             secrets.add(k)
-            v = _hide_url_passwords(v)
+            v = hide_url_passwords(v)
         elif k in secrets and v not in (None, ""):
             v = HIDDEN
         out[k] = v

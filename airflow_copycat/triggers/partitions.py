@@ -28,10 +28,10 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from ..connect.secrets import Scrubber, is_secret_key
 from ..hooks.database import CONN_ID_KEY, resolve_db_connection
-from ..runtime import connector_config as cc
 from ..runtime.discovery import compare, current_partitions
-from ..runtime.worker import WorkerConfig, is_secret_key
+from ..runtime.worker import WorkerConfig
 
 DB_CONN_ID_KEY = CONN_ID_KEY
 """Connector config key naming the Airflow connection of a database (see the module docstring)."""
@@ -115,25 +115,21 @@ def discover(config: Mapping[str, Any], kafka_conn_id: str, worker_config: Mappi
     from ..hooks.kafka import CopycatKafkaHook
     from ..hooks.secrets import connector_secrets
 
-    secrets: list[str] = []
+    hide = Scrubber()
     try:
         raw = with_db_connection(config)
-        secrets += [str(v) for v in connector_secrets(raw).values()]
+        for value in connector_secrets(raw).values():
+            hide.add(value)
         props = CopycatKafkaHook(kafka_conn_id).worker_props(worker_config)
-        secrets += [str(v) for k, v in props.items() if is_secret_key(k) and v not in (None, "")]
+        for key, value in props.items():
+            if is_secret_key(key):
+                hide.add(value)
         return current_partitions(raw, WorkerConfig(props))
     except Exception as e:  # noqa: BLE001
-        raise DiscoveryError(scrub(f"{type(e).__name__}: {e}", secrets)) from None
+        raise DiscoveryError(hide(f"{type(e).__name__}: {e}")) from None
 
 
 def with_db_connection(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with its database filled from the Airflow connection ``airflow.conn.id``, if set."""
     return resolve_db_connection(config)
 
-
-def scrub(message: str, secrets: list[str]) -> str:
-    """``message`` with every secret value and every ``user:password@`` URL password hidden."""
-    for value in sorted(set(secrets), key=len, reverse=True):
-        if value:
-            message = message.replace(value, cc.HIDDEN)
-    return cc.redact({"m": message}, set())["m"]

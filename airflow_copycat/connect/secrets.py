@@ -1,0 +1,125 @@
+"""Secrets: which config keys hold one, and the one way every layer keeps their values out of text.
+
+The package keeps secret values out of what it writes in the first place: plans, XCom, group files and
+task configs read ``[hidden]`` (:data:`HIDDEN`) where a secret was, and a config problem about a secret
+key shows ``[hidden]`` as its value. What is left is text the package does not write itself -- a
+driver's or a client's exception, a validator's message -- and that goes through a :class:`Scrubber`
+before it reaches a log, an error or XCom. (The Airflow layer also registers each secret with Airflow's
+own secrets masker, which hides it in task logs as ``***``.)
+
+A scrubber replaces each secret value it holds, and the forms a value takes inside other text (escaped
+inside JSON, percent-encoded inside a URL), and every ``scheme://user:password@`` or ``?password=``
+password of a URL:
+
+* a value of :data:`WHOLE_WORD_BELOW` characters or more wherever it occurs;
+* a shorter one only as a whole word, not inside a longer run of letters, digits and ``_``: with
+  ``database.password=postgres`` the class ``io.debezium.connector.postgresql.PostgresConnector``
+  stays readable, while ``postgres`` after ``password=``, in quotes or between ``:`` and ``@`` is
+  hidden. A short secret written glued to other letters (``xpostgresx``) is not recognised there:
+  short passwords are weak ones, and hiding every occurrence of a dictionary word garbled messages;
+* nothing for a value under :data:`MIN_LENGTH` characters: in free text it would hide words like
+  ``a`` or ``on`` (the package still writes ``[hidden]`` for it wherever it writes the config).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+from urllib.parse import quote
+
+HIDDEN = "[hidden]"
+"""What a secret value reads as in plans, XCom, task configs, messages and logs."""
+
+WHOLE_WORD_BELOW = 12
+"""Secrets shorter than this are only hidden as whole words (see the module docstring)."""
+
+MIN_LENGTH = 4
+"""Secrets shorter than this are not looked for in free text (see the module docstring)."""
+
+_SECRET_KEY = re.compile(
+    r"password|passwd|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
+    r"|api[._]?key|oauthbearer\.config|store\.options|user[._]?info",
+    re.IGNORECASE,
+)
+
+# scheme://user:password@host: the password runs to the last @ before the host (a raw @ or / in it
+# must not cut it short), so all of it is hidden; the user name ends at the first ':'. In a list of
+# URLs ("...@h1,https://...@h2") each URL is its own. An empty password (user:@host) is no secret.
+_URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
+# a password in a URL's query string (jdbc:postgresql://h/db?user=u&password=p, Confluent's usual form)
+_QUERY_PASSWORD = re.compile(r"([?&;](?:password|pwd)=)([^&;#\s]+)", re.IGNORECASE)
+_WORD = r"[A-Za-z0-9_]"
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a config key's value must be hidden by its name alone (passwords, tokens, JAAS configs,
+    storage options); connectors' ``PASSWORD`` keys are secret whatever their name."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def hide_url_passwords(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` URL and every
+    ``?password=`` / ``&pwd=`` query value read as :data:`HIDDEN`."""
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), text)
+    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, text)
+
+
+def has_url_password(value: Any) -> bool:
+    """Whether ``value`` is text holding a URL with a password (see :func:`hide_url_passwords`)."""
+    return isinstance(value, str) and bool(_URL_PASSWORD.search(value) or _QUERY_PASSWORD.search(value))
+
+
+class Scrubber:
+    """Secret values, and :meth:`__call__` to hide them in text (see the module docstring).
+
+    Add values as they become known (:meth:`add`); ``None``, values under :data:`MIN_LENGTH` characters
+    and :data:`HIDDEN` itself are ignored. A ``Password`` (or anything with a ``value`` attribute) is added by its value."""
+
+    def __init__(self, values: Iterable[Any] = ()):
+        self._values: set[str] = set()
+        self._pattern: re.Pattern | None = None
+        for v in values:
+            self.add(v)
+
+    def add(self, value: Any) -> None:
+        value = getattr(value, "value", value)
+        if value in (None, "") or value == HIDDEN or len(str(value)) < MIN_LENGTH:
+            return
+        text = str(value)
+        forms = {text, json.dumps(text)[1:-1], quote(text, safe="")}
+        if not forms <= self._values:
+            self._values |= forms
+            self._pattern = None
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._values.clear()
+        self._pattern = None
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def _compiled(self) -> re.Pattern | None:
+        if self._pattern is None and self._values:
+            alternatives = []
+            for v in sorted(self._values, key=len, reverse=True):  # longest first: no partial hiding
+                escaped = re.escape(v)
+                if len(v) < WHOLE_WORD_BELOW:
+                    escaped = f"(?<!{_WORD}){escaped}(?!{_WORD})"
+                alternatives.append(escaped)
+            self._pattern = re.compile("|".join(alternatives))
+        return self._pattern
+
+    def __call__(self, text: Any) -> str:
+        """``text`` (made a string) with the secrets and URL passwords hidden."""
+        text = str(text)
+        pattern = self._compiled()
+        if pattern is not None:
+            text = pattern.sub(HIDDEN, text)
+        return hide_url_passwords(text)
+
+
+def scrub(text: Any, values: Iterable[Any]) -> str:
+    """``text`` with ``values`` and URL passwords hidden: one :class:`Scrubber` call."""
+    return Scrubber(values)(text)
