@@ -9,7 +9,7 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup bytecode databases browser demo airflow airflow-clean test bench lint clean
+.PHONY: setup bytecode databases browser age demo airflow airflow-clean test bench lint clean
 
 setup: $(VENV)/.installed $(STATE)/java.env bytecode
 
@@ -55,10 +55,15 @@ databases:
 browser:
 	bash scripts/ensure_browser.sh
 
+# The age CLI (Debian's age package) for the Distcp encryption interoperability tests (tests/distcp/test_age.py):
+# installed with apt-get when missing (as root); fails loudly when that is not possible.
+age:
+	bash scripts/ensure_age.sh
+
 # Two test processes (pytest-xdist), whole files per process, the longest first (tests/conftest.py): each
 # process has its own broker, Spark and Spark Connect server. TEST_PROCESSES=0 runs everything in this process.
 TEST_PROCESSES ?= 2
-test: setup databases browser
+test: setup databases browser age
 	$(ENV) && $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup

@@ -42,10 +42,10 @@ raises :class:`~.errors.RetriableException`; a refused login raises
 
 Without a registry (``schema.registry.url`` unset)
 --------------------------------------------------
-Each record carries its own schema, so reading needs nothing but the bytes.
-``embedded.schema.format`` chooses the layout:
+``embedded.schema.format`` chooses the layout; all three are read by the converter
+whatever the key says (told apart by their first bytes), so a topic may hold a mix:
 
-``framed`` (default; compact)::
+``framed`` (default; the schema in every record; this project's own layout)::
 
     bytes 0-1   0xC3 0x53                 magic ("Avro, schema embedded", version 1 of this framing;
                                           Confluent's is 0x00, Avro single-object encoding 0xC3 0x01)
@@ -55,16 +55,46 @@ Each record carries its own schema, so reading needs nothing but the bytes.
     rest        the value                 Avro binary encoding with that schema
 
   i.e. after the two magic bytes, an Avro ``string`` (the schema) followed by the
-  Avro datum. Any Avro library reads it: skip 2 bytes, read a long ``n``, parse the
-  next ``n`` bytes as the schema, decode the rest with it.
+  Avro datum. Reading needs nothing but the bytes; another Avro library reads it by
+  skipping 2 bytes, reading a long ``n``, parsing the next ``n`` bytes as the schema and
+  decoding the rest with it.
+
+``single-object``: Avro's own single-object encoding (the Avro specification's
+"Single-object encoding"; Java's ``BinaryMessageEncoder``/``BinaryMessageDecoder``
+and every Avro library that implements the specification read and write it)::
+
+    bytes 0-1   0xC3 0x01                 marker, format version 1
+    bytes 2-9   fingerprint               CRC-64-AVRO of the writer schema's Parsing Canonical Form,
+                                          little-endian
+    bytes 10-   the value                 Avro binary encoding with that schema
+
+  Compact (10 bytes of header), but the bytes carry no schema: a reader must know the
+  writer schema by its fingerprint (:mod:`.avro_single_object`). This converter looks a
+  fingerprint up in, in order: the schemas it wrote itself; ``known.schemas`` (a JSON
+  array of Avro schemas, or one schema); ``known.schemas.files`` (comma-separated
+  ``.avsc`` files, or directories whose ``*.avsc`` files are read); ``reader.schema``;
+  the schemas any converter of this process wrote. A fingerprint none of them knows
+  raises :class:`~.errors.DataException` naming it (its bytes, and the signed long
+  Java's ``SchemaNormalization.parsingFingerprint64`` prints). Give readers every
+  writer schema still on the topic: the canonical form drops logical types and
+  ``connect.*`` properties, so the schema a reader knows supplies them (two schemas
+  differing only there share a fingerprint; the first known wins).
 
 ``container``: each record is a complete Avro Object Container File holding one
 record (magic ``Obj\\x01``, metadata ``avro.schema`` and ``avro.codec=null``, a
-16-byte sync marker derived from the schema, one block). Larger (about 50 bytes
-more per record), but ``DataFileReader``/``fastavro.reader``/``avro-tools`` read
-it as it is.
+16-byte sync marker derived from the schema, one block). About 50 bytes more per
+record than ``framed``, but ``DataFileReader``/``fastavro.reader``/``avro-tools``
+read it as it is, and every version of this converter reads it.
 
-Reading detects the layout from the first bytes, so one converter reads all three
+Which to write: ``framed`` stays the default, because every reader of this converter
+(old and new) reads it and needs no configuration. ``container`` is standard and
+self-describing, and readable by earlier versions of this converter too: the choice
+when other tools read the topic and nobody configures schemas. ``single-object`` is
+the standard compact form, for topics whose readers are given the schemas; earlier
+versions of this converter do not read it, so upgrade the readers first (README,
+"Avro without a registry").
+
+Reading detects the layout from the first bytes, so one converter reads all four
 (the Confluent layout only with a registry). ``reader.schema`` (an Avro schema,
 JSON) resolves every record onto that schema (Avro schema resolution), in either
 mode.
@@ -111,9 +141,12 @@ from .config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, on
 from .converters import Converter, SchemaAndValue
 from .avro_data import AvroData, AvroWriter, _LRU, _parse, avro_name_problems, compatibility_problems, schema_json
 from .data import Schema, Struct
+from .avro_single_object import (HEADER_SIZE, KNOWN_SCHEMAS, KNOWN_SCHEMAS_FILES, SINGLE_OBJECT_MAGIC, WRITTEN,
+                                 SchemaStore, describe_fingerprint, header as single_object_header, known_schemas)
 from .errors import ConfigException, ConnectException, DataException, RetriableException
+from .secrets import Scrubber
 
-__all__ = ["AvroConverter", "CONFIG_DEF", "FRAMED_MAGIC", "CONFLUENT_MAGIC"]
+__all__ = ["AvroConverter", "CONFIG_DEF", "FRAMED_MAGIC", "CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC"]
 
 log = logging.getLogger("airflow_copycat.avro")
 
@@ -178,9 +211,17 @@ CONFIG_DEF = (
             doc="Replace characters Avro does not allow in names (record, field, namespace) with _; "
                 "else such a name fails the record.")
     .define("schemas.cache.size", ConfigType.INT, 1000, in_range(0), doc="Schemas cached per cache.")
-    .define(EMBEDDED_FORMAT, ConfigType.STRING, "framed", one_of("framed", "container"),
-            doc="Without a registry: 'framed' (magic 0xC3 0x53, schema, value) or 'container' "
-                "(an Avro object container file per record).")
+    .define(EMBEDDED_FORMAT, ConfigType.STRING, "framed", one_of("framed", "single-object", "container"),
+            doc="Without a registry, the layout written: 'framed' (magic 0xC3 0x53, schema, value), "
+                "'single-object' (Avro's single-object encoding: 0xC3 0x01, schema fingerprint, value; readers "
+                "need the schema: known.schemas) or 'container' (an Avro object container file per record). "
+                "All three are read whatever this says.")
+    .define(KNOWN_SCHEMAS, ConfigType.STRING, None,
+            doc="Avro schemas (JSON: an array of schemas, or one schema) that single-object records may be "
+                "written with: the reader finds them by fingerprint.")
+    .define(KNOWN_SCHEMAS_FILES, ConfigType.LIST, "",
+            doc="Files of Avro schemas (.avsc, one schema each), or directories of them, that single-object "
+                "records may be written with (read at configure).")
     .define(READER_SCHEMA, ConfigType.STRING, None,
             doc="An Avro schema (JSON) every record is resolved onto when read.")
 )
@@ -237,15 +278,14 @@ def _describe(data: bytes) -> str:
     head = bytes(data[:1])
     if head in (b"{", b"["):
         return "they look like JSON (written by JsonConverter?)"
-    if data[:2] == b"\xc3\x01":
-        return "they look like Avro single-object encoding, which needs the schema by fingerprint: not supported"
     try:
         text = bytes(data[:40]).decode("utf-8")
         if text.isprintable():
             return "they look like text (written by StringConverter?)"
     except UnicodeDecodeError:
         pass
-    return "the first byte is neither 0x00 (Confluent), 0xC3 0x53 (schema embedded) nor 'Obj\\x01' (container)"
+    return ("the first byte is neither 0x00 (Confluent), 0xC3 0x53 (schema embedded), 0xC3 0x01 (single-object) "
+            "nor 'Obj\\x01' (container)")
 
 
 class _Registry:
@@ -256,7 +296,7 @@ class _Registry:
                  cache_size: int = 1000):
         self.shown = ", ".join(_safe_url(u) for u in urls)
         self._conf = dict(conf, url=",".join(urls))
-        self._secrets = sorted((s for s in secrets if s), key=len, reverse=True)
+        self._hide = Scrubber(secrets)
         self._normalize = normalize
         self._client = None
         # bounded as schemas.cache.size: (subject, schema text) -> id, id -> text, subject -> latest
@@ -278,10 +318,7 @@ class _Registry:
         return self._client
 
     def _scrub(self, text: str) -> str:
-        text = _safe_url(str(text))
-        for s in self._secrets:
-            text = text.replace(s, "[hidden]")
-        return text
+        return self._hide(_safe_url(str(text)))
 
     def _schema(self, text: str):
         from confluent_kafka.schema_registry import Schema as RegistrySchema
@@ -409,6 +446,9 @@ class AvroConverter(Converter):
         self._use_latest = False
         self._strategy = "TopicNameStrategy"
         self._container = False
+        self._single_object = False
+        self._known = SchemaStore()  # fingerprint -> schema: known.schemas, known.schemas.files, reader.schema
+        self._written = SchemaStore(size=1000)  # fingerprint -> the schemas this converter wrote single-object
         self._reader_schema: str | None = None
         self._headers = _LRU(1000)  # schema text -> the framed/container header
         self._readers = _LRU(1000)
@@ -456,6 +496,7 @@ class AvroConverter(Converter):
             if values.get(USE_LATEST) and urls:
                 problems.append(ConfigProblem(READER_SCHEMA, reader_schema[:80],
                                               f"set either {READER_SCHEMA} or {USE_LATEST}, not both"))
+        known = known_schemas(values.get(KNOWN_SCHEMAS), values.get(KNOWN_SCHEMAS_FILES), problems)
         if problems:
             raise ConfigException(problems, context="AvroConverter")
 
@@ -471,8 +512,11 @@ class AvroConverter(Converter):
         self._strategy = next(s for s in _STRATEGIES if strategy.lower().endswith(s.lower()) and
                               (strategy.lower() == s.lower() or strategy.lower() == (_STRATEGY_PACKAGE + s).lower()))
         self._container = values[EMBEDDED_FORMAT].lower() == "container"
+        self._single_object = values[EMBEDDED_FORMAT].lower() == "single-object"
         self._reader_schema = schema_json(json.loads(reader_schema)) if reader_schema and \
             reader_schema.strip()[:1] in ("{", "[", '"') else (reader_schema or None)
+        self._written = SchemaStore(size=cache)
+        self._known = SchemaStore(known + ([self._reader_schema] if self._reader_schema else []))
         self._headers = _LRU(cache)
         self._latest_checked = _LRU(cache)
         if urls:
@@ -500,7 +544,7 @@ class AvroConverter(Converter):
                         conf["basic.auth.user.info"] = f"{unquote(user)}:{unquote(password)}"
             if "basic.auth.user.info" in conf:
                 urls = [_safe_url(u) for u in urls]
-            self._registry = _Registry(urls, conf, [s for s in secrets if len(s) >= 3], values[NORMALIZE], cache)
+            self._registry = _Registry(urls, conf, secrets, values[NORMALIZE], cache)
         else:
             self._registry = None
 
@@ -556,6 +600,20 @@ class AvroConverter(Converter):
         return hit
 
     def _embedded_header(self, writer: AvroWriter) -> bytes:
+        """The bytes before the value without a registry: the framed header, or the single-object
+        one (the schema then known by its fingerprint to this converter and this process)."""
+        if self._single_object:
+            key = ("single-object", writer.schema_json)
+            hit = self._headers.get(key)
+            if hit is None:
+                try:
+                    hit = single_object_header(writer.avro_schema)
+                except (ValueError, KeyError, TypeError) as e:
+                    raise DataException(f"no Parsing Canonical Form of the Avro schema: {e}") from None
+                self._written.add(writer.schema_json, replace=True)
+                WRITTEN.add(writer.schema_json, replace=True)
+                self._headers.put(key, hit)
+            return hit
         hit = self._headers.get(writer.schema_json)
         if hit is None:
             raw = writer.schema_json.encode("utf-8")
@@ -589,6 +647,8 @@ class AvroConverter(Converter):
                 reader, offset = self._confluent_reader(topic, data)
             elif data[:2] == FRAMED_MAGIC:
                 reader, offset = self._framed_reader(data)
+            elif data[:2] == SINGLE_OBJECT_MAGIC:
+                reader, offset = self._single_object_reader(data)
             elif data[:4] == CONTAINER_MAGIC:
                 return self._read_container(data)
             else:
@@ -636,6 +696,23 @@ class AvroConverter(Converter):
                                     "Avro record") from None
             reader = self._readers.put(raw, self._data.reader(text, self._reader_schema))
         return reader, pos + n
+
+    def _single_object_reader(self, data: bytes):
+        if len(data) < HEADER_SIZE:
+            raise DataException(f"{len(data)} bytes are too short for Avro single-object encoding (0xC3 0x01, an "
+                                "8-byte schema fingerprint, then the Avro value)")
+        fp = bytes(data[2:HEADER_SIZE])
+        reader = self._readers.get(("fp", fp))
+        if reader is None:
+            text = self._written.get(fp) or self._known.get(fp) or WRITTEN.get(fp)
+            if text is None:
+                raise DataException(
+                    f"the record is in Avro single-object encoding with schema fingerprint {describe_fingerprint(fp)}, "
+                    f"a schema this converter does not know: give the reader the writer's schema in {KNOWN_SCHEMAS} "
+                    f"(JSON) or {KNOWN_SCHEMAS_FILES} (.avsc files), or have the writer embed it "
+                    f"({EMBEDDED_FORMAT}=framed or container) or use a schema registry")
+            reader = self._readers.put(("fp", fp), self._data.reader(text, self._reader_schema))
+        return reader, HEADER_SIZE
 
     def _read_container(self, data: bytes) -> SchemaAndValue:
         pos = 4

@@ -23,7 +23,8 @@ converter               what it does to the bytes                               
 ``untar``               expands a tar into its regular files; a compressed tar    the archive becomes a directory:
                         (gzip, bzip2, xz, zstd: told by its magic bytes) is       drops ``.tar`` (or ``.tar.gz``,
                         decompressed first, so ``untar`` alone reads a ``.tgz``   ``.tgz``, ``.tar.xz``...)
-``encrypt``/``decrypt``  AES-256-GCM stream, see below (``encryption.key``)        adds / drops ``.enc``
+``encrypt``/``decrypt``  the age format, or the earlier AES-256-GCM stream (see     adds ``.enc`` / drops ``.enc``
+                        below and :mod:`.encryption`)                              or ``.age``
 ======================  ========================================================  =================================
 
 The listing decides a file's destination (``listing.destination_name``); this
@@ -94,10 +95,18 @@ file, the entry and the key to raise:
   whole into memory), as is an entry whose headers take more than that in all
   (GNU sparse maps) or are chained more than ``TAR_MAX_CHAINED_HEADERS`` deep.
 
-Encrypted format (``encrypt`` writes it, ``decrypt`` reads it)
-----------------------------------------------------------------
-The online authenticated-encryption "STREAM" construction (Hoang, Reyhanitabar,
-Rogaway, Vizár 2015; the design of Tink's AES-GCM-HKDF streaming AEAD), so a file
+Encrypted formats (``encrypt`` writes one, ``decrypt`` reads both)
+--------------------------------------------------------------------
+With ``encryption.recipients`` (``age1...`` keys) or ``encryption.passphrase``, ``encrypt``
+writes the standard age format (:mod:`.age`: X25519 or scrypt recipients, ChaCha20-Poly1305
+STREAM in 64 KiB chunks), which ``age -d`` and every age library decrypt; ``decrypt`` reads it
+with ``encryption.identity`` or ``encryption.passphrase``. With only ``encryption.key``, the
+earlier copycat format below is written; ``decrypt`` reads either, told apart by the first
+bytes (:mod:`.encryption` holds the keys and the choice).
+
+The earlier copycat format is the online authenticated-encryption "STREAM"
+construction (Hoang, Reyhanitabar, Rogaway, Vizár 2015; the design of Tink's
+AES-GCM-HKDF streaming AEAD), so a file
 is encrypted and decrypted chunk by chunk and any truncation, extension,
 reordering or change is detected::
 
@@ -285,7 +294,7 @@ def converted_name(name: str, converter: str) -> str:
     if converter == "encrypt":
         return name + ".enc"
     if converter == "decrypt":
-        return name[:-4] if name.lower().endswith(".enc") and len(name) > 4 else name
+        return name[:-4] if name.lower().endswith((".enc", ".age")) and len(name) > 4 else name
     raise ValueError(f"unknown converter {converter!r}")
 
 
@@ -793,7 +802,7 @@ def drain(stream, chunk: int = CHUNK) -> int:
         n += len(b)
 
 
-def _apply(converter: str, stream, name: str, label: str, key: bytes | None, limits: Limits):
+def _apply(converter: str, stream, name: str, label: str, key, limits: Limits):
     """One stream converter: the new stream and name."""
     if converter == "decompress":
         conv = _decompressor_for(name)
@@ -802,16 +811,17 @@ def _apply(converter: str, stream, name: str, label: str, key: bytes | None, lim
         return _decompress(stream, conv, label, limits), converted_name(name, conv)
     if converter in _SUFFIXES:
         return _decompress(stream, converter, label, limits), converted_name(name, converter)
-    if converter in ("encrypt", "decrypt"):
+    if converter in ("encrypt", "decrypt"):  # key: the EncryptionKeys open_outputs checked
         if key is None:
-            raise ConversionError(f"{converter} of {label} needs encryption.key")
+            raise ConversionError(f"{converter} of {label} needs encryption.recipients, encryption.identity, "
+                                  "encryption.passphrase or encryption.key")
         if converter == "encrypt":
-            return EncryptStream(stream, key), converted_name(name, converter)
-        return DecryptStream(stream, key, label), converted_name(name, converter)
+            return key.encrypt(stream), converted_name(name, converter)
+        return key.decrypt(stream, label), converted_name(name, converter)
     raise ValueError(f"unknown converter {converter!r}")
 
 
-def _chain(stream, path: str, name: str, label: str, converters: tuple[str, ...], key: bytes | None,
+def _chain(stream, path: str, name: str, label: str, converters: tuple[str, ...], key,
            limits: Limits, archive: tuple[str, str] | None = None) -> Iterator[tuple[str, Output]]:
     """``archive``: (archive, entry) when ``stream`` is an entry of an archive: its output counts
     against ``untar.max.bytes``."""
@@ -846,8 +856,11 @@ def open_outputs(stream: BinaryIO, origin_name: str, converters: Iterable[str],
     """The outputs of the bytes read from ``stream`` through ``converters`` (names, in order).
 
     ``origin_name``: the source path; its base name picks the codec of ``decompress``,
-    and it names the file in errors. ``key``: ``encryption.key`` (64 hex characters,
-    or a Password holding them), needed by ``encrypt``/``decrypt`` only. ``limits``: the
+    and it names the file in errors. ``key``: the job's key material, an
+    :class:`~.encryption.EncryptionKeys` (``EncryptionKeys.from_config(config)``), or just
+    ``encryption.key`` (64 hex characters, or a Password holding them); needed by
+    ``encrypt``/``decrypt`` only, and checked before any byte is read (a
+    :class:`ConversionError` that shows no secret). ``limits``: the
     bounds of the expansion (default: :class:`Limits` with the default bounds); pass the
     same object to count link copies. See the module docstring for the contract (lazy,
     one stream at a time, paths relative to the destination, :class:`Link` for links,
@@ -856,7 +869,14 @@ def open_outputs(stream: BinaryIO, origin_name: str, converters: Iterable[str],
     unknown = [c for c in converters if c not in STREAM_CONVERTERS and c != "untar"]
     if unknown:
         raise ValueError(f"unknown converter(s) {unknown}")
-    raw_key = parse_key(key) if {"encrypt", "decrypt"} & set(converters) else None
+    raw_key = None
+    if {"encrypt", "decrypt"} & set(converters):
+        from .encryption import EncryptionKeys
+
+        raw_key = key if isinstance(key, EncryptionKeys) else EncryptionKeys(key=key)
+        if not isinstance(key, EncryptionKeys) and getattr(key, "value", key) not in (None, ""):
+            parse_key(key)  # a bad encryption.key: the message it always had
+        raw_key.check(converters)
     limits = limits if limits is not None else Limits()
     return _chain(stream, "", posixpath.basename(origin_name.rstrip("/")), origin_name, converters, raw_key, limits)
 

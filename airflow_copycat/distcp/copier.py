@@ -94,6 +94,7 @@ from . import converters as conv
 from . import localcopy
 from .attempt import Attempt as _Attempt
 from .attempt import rm_quietly as _rm_quietly
+from .encryption import EncryptionKeys
 from .localcopy import PROGRAMMING_ERRORS as _PROGRAMMING_ERRORS
 from .localcopy import SourceChanged as _SourceChanged
 from .localcopy import SourceError as _SourceError
@@ -400,7 +401,8 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
         else:
             with source_fs.open(f.origin, "rb") as raw:
                 reader = _SourceReader(raw, f.origin, f.size, hashers.values(), progress)
-                outputs = conv.open_outputs(reader, f.origin, f.converters, config.get("encryption.key"), limits)
+                outputs = conv.open_outputs(reader, f.origin, f.converters, EncryptionKeys.from_config(config),
+                                                  limits)
                 for rel, out in outputs:
                     tree.add(rel, getattr(out, "entry", None))
                     if isinstance(out, conv.Link):
@@ -656,7 +658,7 @@ def copy_unit(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: di
     ``source_fs``/``target_fs``: fsspec filesystems; ``unit.file.origin`` is a path on
     the source, ``staging`` is rooted at the target root. ``config``: the copy job's
     (parsed) keys; used here: ``checksum`` (md5 | sha256 | none, default md5),
-    ``encryption.key``, ``untar.max.bytes``, ``untar.max.entries`` and
+    ``encryption.*`` (:class:`.encryption.EncryptionKeys`), ``untar.max.bytes``, ``untar.max.entries`` and
     ``decompress.max.ratio`` (defaults when absent). ``progress(n)``: called with the unit's source bytes read so
     far about every 64 MiB, and at the end. ``fast``: a file without converters, from the local disk to the
     local disk, is copied by :mod:`.localcopy` (``copy_file_range``, each block hashed as read back from the

@@ -9,12 +9,14 @@ encodings, so each field becomes an Arrow binary column -- zig-zag varints for
 for ``float``/``double``, a varint length and the bytes for ``string``,
 ``bytes`` and ``decimal`` (minimal two's-complement, as ``BigInteger``), one
 byte for ``boolean``, the branch index first in a ``["null", T]`` union -- and
-each row is the header (Confluent's magic byte and schema id, or the framed
-embedded schema) followed by its fields, joined in Arrow.
+each row is the header (Confluent's magic byte and schema id, the framed
+embedded schema, or the single-object marker and schema fingerprint -- the
+converter's own ``_embedded_header``, so the bytes are the per-record path's)
+followed by its fields, joined in Arrow.
 
 Done in columns: a record schema (the converter's own, from its AvroData) of
 those field types, with the registry (the schema registered or looked up once
-per batch) or the ``framed`` embedded layout. Anything else -- nested records,
+per batch), the ``framed`` embedded layout or ``single-object``. Anything else -- nested records,
 arrays, maps, enums, fields with defaults, ``use.latest.version``, the
 ``container`` layout, a registry that does not answer -- goes row by row, where
 the converter retries, fails or dead-letters as it always does.

@@ -21,7 +21,7 @@ from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.worker import WorkerConfig
-from tests.support.avro_connectors import ORDER_V1, order
+from tests.support.avro_connectors import ORDER_V1, ORDER_V2, order
 
 SOURCE = "tests.support.avro_connectors:StructSource"
 STRING_KEYS = {"key.converter": "org.apache.kafka.connect.storage.StringConverter"}
@@ -44,12 +44,21 @@ def _messages(bootstrap, topic):
         c.close()
 
 
-@pytest.fixture(params=["registry", "embedded-schema"])
-def avro_converter(request, schema_registry_url):
-    """The value converter settings of a connector: with the registry, or schemas embedded per record."""
+@pytest.fixture(params=["registry", "embedded-schema", "single-object"])
+def avro_converter(request, schema_registry_url, monkeypatch):
+    """The value converter settings of a connector: with the registry, schemas embedded per record, or
+    Avro single-object encoding (the schemas given to the converter, as a sink in another process needs)."""
     settings = {"value.converter": "io.confluent.connect.avro.AvroConverter"}
     if request.param == "registry":
         settings["value.converter.schema.registry.url"] = schema_registry_url
+    if request.param == "single-object":
+        from airflow_copycat.connect import avro_converter, avro_single_object
+
+        # as in separate processes: what the source's converter wrote is not known to the sink's but by config
+        monkeypatch.setattr(avro_converter, "WRITTEN", avro_single_object.SchemaStore())
+        settings["value.converter.embedded.schema.format"] = "single-object"
+        settings["value.converter.known.schemas"] = json.dumps(
+            [AvroData().from_connect_schema(s) for s in (ORDER_V1, ORDER_V2)])
     return settings
 
 

@@ -184,7 +184,7 @@ def registry_url():
         yield registry.url
 
 
-@pytest.mark.parametrize("layout", ["framed", "registry"])
+@pytest.mark.parametrize("layout", ["framed", "single-object", "registry"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                    HealthCheck.function_scoped_fixture])
 @given(batch=batches())
@@ -197,7 +197,8 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
     batch = dataclasses.replace(batch, topic=f"gen-{uuid.uuid4().hex}")  # a subject of its own: no evolution
     for is_key in (False, True):
         conv = AvroConverter()
-        conv.configure({"schema.registry.url": registry_url} if layout == "registry" else {}, is_key)
+        conv.configure({"schema.registry.url": registry_url} if layout == "registry" else
+                       {"embedded.schema.format": layout}, is_key)
         schema, columns = side_columns(batch, is_key)
         encoded = batch_encoder(conv).encode(batch, schema, columns)
         if encoded is None:  # a field type not done in columns (a map, an array): row by row, as before
@@ -213,6 +214,8 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
                 continue
             if i not in encoded.slow:
                 assert fast[i] == want, f"row {i}: {fast[i]!r} != {want!r}"
+                if layout == "single-object" and want is not None:  # Avro's layout: the marker, then the fingerprint
+                    assert fast[i][:2] == b"\xc3\x01" and len(fast[i]) >= 10
 
 
 def test_non_finite_and_exponent_floats_are_javas_text():
