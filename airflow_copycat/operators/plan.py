@@ -18,6 +18,7 @@ from ..connect.connector import WINDOW_END_KEY, WINDOW_START_KEY
 from ..connect.errors import ConfigException
 from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
+from ..hooks.storage import resolve_storage_connections
 from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
 from ..hooks.secrets import connector_secrets
@@ -93,10 +94,10 @@ class CopycatPlanOperator(BaseOperator):
         try:
             raw = load_connector_config(self.connector_config)
             connector_secrets(raw)  # masked in this task's log, even in an error message
-            raw = resolve_db_connection(raw)
+            raw = resolve_storage_connections(resolve_db_connection(raw))
         except ConfigException as e:
             raise AirflowFailException(str(e)) from None
-        connector_secrets(raw)  # and the Airflow connection's password
+        connector_secrets(raw)  # and the Airflow connections' password and storage options
         worker = self.hook.worker_config(self.worker_config)
         try:
             raw = windowed(raw, self.window, context)

@@ -18,9 +18,11 @@ passed to Spark through the environment, never written to disk by the framework.
 
 from __future__ import annotations
 
+import importlib
 import os
-import re
 from typing import Any, Mapping
+
+from ..connect.secrets import is_secret_key
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -35,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _CLIENT_PREFIXES = ("security.", "sasl.", "ssl.", "socket.", "reconnect.", "retry.")
+CALLBACK_KEYS = ("error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb")
+"""confluent-kafka settings whose values are callables (``oauth_cb`` gets SASL/OAUTHBEARER tokens). In a
+worker config they are dotted paths (``my_pkg.auth.oauth_cb``), as in the ``kafka`` connections of
+Airflow's Kafka provider, imported in each process that makes a client (Spark executors too: the
+module must be installed there). ``on_commit`` goes to consumers only."""
 _CLIENT_KEYS = {"bootstrap.servers", "client.id", "client.dns.lookup", "metadata.max.age.ms", "request.timeout.ms"}
 _ENV_KEYS = (
     "bootstrap.servers",
@@ -50,16 +57,6 @@ _ENV_KEYS = (
     "sasl.username",
     "sasl.password",
 )
-_SECRET_KEY = re.compile(
-    r"password|passwd|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
-    r"|api[._]?key|oauthbearer\.config|store\.options|user[._]?info",
-    re.IGNORECASE,
-)
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a config key's value must be hidden (passwords, tokens, JAAS configs)."""
-    return bool(_SECRET_KEY.search(key))
 
 
 def load_properties(path: str) -> dict[str, str]:
@@ -130,6 +127,27 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
+def resolve_callback(key: str, value: Any) -> Any:
+    """The callable a callback setting (:data:`CALLBACK_KEYS`) names: ``value`` itself if callable, else
+    the object at its dotted path (``pkg.module.func`` or ``pkg.module:func``). Raises ``ValueError``
+    naming the key when it cannot be imported."""
+    if callable(value) or value in (None, ""):
+        return value
+    path = str(value).strip()
+    module, sep, name = path.partition(":") if ":" in path else path.rpartition(".")
+    try:
+        if not sep or not module or not name:
+            raise ImportError("not a dotted path to a callable (pkg.module.func)")
+        target = importlib.import_module(module)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{key}={path!r} cannot be imported here: {e}") from None
+    if not callable(target):
+        raise ValueError(f"{key}={path!r} is not callable")
+    return target
+
+
 class WorkerConfig:
     """Worker properties with defaults; see the module docstring for the keys."""
 
@@ -176,9 +194,9 @@ class WorkerConfig:
             raise ValueError("bootstrap.servers is not set: give a worker properties file, "
                              "a Kafka connection, or COPYCAT_BOOTSTRAP_SERVERS")
         return {
-            k: v
+            k: resolve_callback(k, v) if k in CALLBACK_KEYS else v
             for k, v in self.props.items()
-            if k in _CLIENT_KEYS or k.startswith(_CLIENT_PREFIXES)
+            if k in _CLIENT_KEYS or k.startswith(_CLIENT_PREFIXES) or k in CALLBACK_KEYS
         }
 
     def _prefixed(self, prefix: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -224,6 +242,8 @@ class WorkerConfig:
             "fetch.queue.backoff.ms": 10,
             **self.client_config(),
         }
+        if self.props.get("on_commit"):
+            cfg["on_commit"] = resolve_callback("on_commit", self.props["on_commit"])
         cfg.update(self._prefixed("consumer.", overrides))
         cfg["enable.partition.eof"] = True  # bounded runs depend on it
         return cfg
