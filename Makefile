@@ -50,7 +50,7 @@ airflow-clean:
 databases:
 	bash scripts/ensure_databases.sh
 
-# Debian's Chromium at /usr/bin/chromium for the browser test (tests/e2e/test_backfill.py, driven by Playwright):
+# Debian's Chromium at /usr/bin/chromium for the browser test (tests/e2e/test_airflow_ui.py, driven by Playwright):
 # installed with apt-get when missing (as root); fails loudly when that is not possible. Never a downloaded browser.
 browser:
 	bash scripts/ensure_browser.sh

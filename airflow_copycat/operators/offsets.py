@@ -18,10 +18,8 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import offset_admin
 from ..runtime.offsets import offset_store
 
-IN_PROGRESS_STATES = ("queued", "running")
-"""DAG run states during which a connector's offsets must not change: a queued run will read
-them, a running one has read them (plan, task start) and will commit its own. Backfill runs are
-DAG runs too, so they count."""
+IN_PROGRESS_STATES = offset_admin.IN_PROGRESS_STATES
+"""DAG run states during which a connector's offsets must not change (see :mod:`..runtime.offset_admin`)."""
 
 
 class CopycatOffsetsOperator(BaseOperator):
@@ -38,21 +36,25 @@ class CopycatOffsetsOperator(BaseOperator):
     Changes are refused (the task fails without retries, nothing written) when the request
     is invalid -- every bad parameter named -- or when any DAG in ``connector_dags[connector]``
     has a queued or running DAG run (manual, scheduled or backfill), asked through the Task
-    SDK (``RuntimeTaskInstance.get_dr_count``). A connector missing from ``connector_dags``
-    cannot be checked, so it is refused too. After a change the check runs again: a run that
-    started meanwhile fails this task with what was written, so the operator looks.
+    SDK (``RuntimeTaskInstance.get_dr_count``; the rule itself is
+    :func:`~airflow_copycat.runtime.offset_admin.guarded_change`, which the offsets page in the UI
+    applies too). A connector missing from ``connector_dags`` cannot be checked, so it is refused
+    too. After a change the check runs again: a run that started meanwhile fails this task with
+    what was written, so the operator looks. ``connector_dags`` is a template field so that it is
+    kept in the serialized DAG, where the offsets page reads it.
 
     :param connector: the connector name (it keys the offsets). (templated)
     :param action: ``list``, ``reset`` or ``delete``. (templated)
     :param partition: the source partition, JSON text (or a decoded value). (templated)
     :param offset: for ``reset``, the new offset, a JSON object as text (or a dict). (templated)
     :param force: write even if the partition has no committed offset yet. (templated)
-    :param connector_dags: connector name -> the DAG ids that run it.
+    :param connector_dags: connector name -> the DAG ids that run it. (templated)
     :param kafka_conn_id: Kafka connection (its extra may name the offset topic or file).
     :param worker_config: extra worker properties overriding the connection's. (templated)
     """
 
-    template_fields: Sequence[str] = ("connector", "action", "partition", "offset", "force", "worker_config")
+    template_fields: Sequence[str] = ("connector", "action", "partition", "offset", "force", "worker_config",
+                                      "connector_dags")
     ui_color = "#f0e0f0"
 
     def __init__(
@@ -99,28 +101,36 @@ class CopycatOffsetsOperator(BaseOperator):
         try:
             if action == "list":
                 return self._list(context, store, connector, dags)
-            self._refuse_if_in_progress(context, connector, dags, "before")
             force = str(self.force).strip().lower() in ("true", "1", "yes", "on")
+            ti = context["ti"]
             try:
-                result = offset_admin.change_offset(store, connector, action, partition, offset, force=force)
-            except ConfigException as e:
+                result = offset_admin.guarded_change(
+                    store, connector, dags, action, partition, offset, force=force, retry="trigger this DAG again",
+                    count=lambda dag_id, state: ti.get_dr_count(dag_id=dag_id, states=[state]))
+            except offset_admin.OffsetChangeRaced as e:
+                self._log_change(connector, dags, e.result)
+                raise AirflowFailException(str(e)) from None
+            except (ConfigException, offset_admin.OffsetChangeRefused) as e:
                 raise AirflowFailException(str(e)) from None
         finally:
             store.close()
-        self.log.info("%s of connector %s, partition %s in %s:\n  before: %s\n  after:  %s", action, connector,
-                      offset_admin.compact_json(partition), result["store"], offset_admin.compact_json(result["before"]),
+        self._log_change(connector, dags, result)
+        return result
+
+    def _log_change(self, connector: str, dags: list[str], result: dict[str, Any]) -> None:
+        self.log.info("%s of connector %s, partition %s in %s:\n  before: %s\n  after:  %s", result["action"],
+                      connector, offset_admin.compact_json(result["partition"]), result["store"],
+                      offset_admin.compact_json(result["before"]),
                       offset_admin.compact_json(result["after"]) + ("  (no offset: the next run starts this partition "
                                                              "from scratch)" if result["after"] is None else ""))
         self.log.info("Read back from the store: it now returns %s; the next run of %s starts there.",
                       offset_admin.compact_json(result["after"]), ", ".join(dags) or connector)
-        self._refuse_if_in_progress(context, connector, dags, "after")
-        return result
 
     def _list(self, context, store, connector: str, dags: list[str]) -> dict[str, Any]:
         rows = offset_admin.list_offsets(store, connector)
         busy = self._runs_in_progress(context, dags)
         if busy:
-            self.log.warning("%s: offsets may move while these runs are in progress", _describe(busy))
+            self.log.warning("%s: offsets may move while these runs are in progress", offset_admin.describe_runs(busy))
         if rows:
             self.log.info("Committed offsets of connector %s in %s (%d partition(s)):\n%s", connector,
                           store.describe(), len(rows), offset_admin.format_table(rows))
@@ -132,28 +142,5 @@ class CopycatOffsetsOperator(BaseOperator):
     def _runs_in_progress(self, context, dags: list[str]) -> dict[str, dict[str, int]]:
         """DAG id -> {state: count} of the queued/running runs of ``dags``, asked of the API server."""
         ti = context["ti"]
-        busy: dict[str, dict[str, int]] = {}
-        for dag_id in dags:
-            counts = {s: ti.get_dr_count(dag_id=dag_id, states=[s]) for s in IN_PROGRESS_STATES}
-            if any(counts.values()):
-                busy[dag_id] = {s: n for s, n in counts.items() if n}
-        return busy
+        return offset_admin.runs_in_progress(dags, lambda dag_id, state: ti.get_dr_count(dag_id=dag_id, states=[state]))
 
-    def _refuse_if_in_progress(self, context, connector: str, dags: list[str], when: str) -> None:
-        busy = self._runs_in_progress(context, dags)
-        if not busy:
-            return
-        if when == "before":
-            raise AirflowFailException(
-                f"refusing to change offsets of connector {connector!r}: a run of it is in progress "
-                f"({_describe(busy)}). Nothing was written. Wait until those runs finish (or mark them "
-                f"failed), then trigger this DAG again.")
-        raise AirflowFailException(
-            f"the offset of connector {connector!r} was written, but a run of it started meanwhile "
-            f"({_describe(busy)}): that run may have read the old offsets and may commit over the new one. "
-            f"When it finishes, list the offsets and repeat the change if needed.")
-
-
-def _describe(busy: Mapping[str, Mapping[str, int]]) -> str:
-    return "; ".join(f"DAG {dag_id}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
-                     for dag_id, counts in busy.items())

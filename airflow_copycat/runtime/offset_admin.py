@@ -2,11 +2,12 @@
 offset, or delete it -- what Kafka Connect's ``GET/PATCH/DELETE /connectors/{name}/offsets``
 (KIP-875) do, for the offset stores of :mod:`.offsets`.
 
-Called by the maintenance DAG's operator (:mod:`airflow_copycat.operators.offsets`) and usable
-from any Python process; no Airflow import. The caller owns the "is the connector running?"
-check: Kafka Connect accepts offset changes only for a STOPPED connector, and so must the
-caller (a run that is in progress would overwrite the change with its own commit, or resume
-from offsets it read before the change).
+Called by the maintenance DAG's operator (:mod:`airflow_copycat.operators.offsets`), the offsets
+page in the Airflow UI (:mod:`airflow_copycat.plugins`) and usable from any Python process; no
+Airflow import. Kafka Connect accepts offset changes only for a STOPPED connector (a run that is
+in progress would overwrite the change with its own commit, or resume from offsets it read
+before the change): :func:`guarded_change` is that rule, given a way to count a DAG's runs in a
+state -- the Task SDK in a task, the metadata database in the API server.
 
 Writes go through the store's own writer: in the offset topic, key ``[connector, partition]``
 (byte-identical to Kafka Connect's) in the partition Java's murmur2 partitioner picks for that
@@ -18,6 +19,7 @@ before it is reported done.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..connect.assignment import canonical
@@ -27,6 +29,34 @@ from .offsets import OffsetStore
 
 ACTIONS = ("list", "reset", "delete")
 """``list`` reads; ``reset`` writes one partition's offset; ``delete`` writes its tombstone."""
+
+IN_PROGRESS_STATES = ("queued", "running")
+"""DAG run states during which a connector's offsets must not change: a queued run will read
+them, a running one has read them (plan, task start) and will commit its own. Backfill runs are
+DAG runs too, so they count."""
+
+RunCounter = Callable[[str, str], int]
+"""``count(dag_id, state)``: how many runs of the DAG are in that state now."""
+
+
+class OffsetChangeRefused(ConnectException):
+    """A change refused before anything was written: a run of the connector is queued or running.
+    ``busy`` is DAG id -> {state: count} of those runs."""
+
+    def __init__(self, message: str, busy: Mapping[str, Mapping[str, int]]):
+        super().__init__(message)
+        self.busy = dict(busy)
+
+
+class OffsetChangeRaced(ConnectException):
+    """The change was written and read back, but a run of the connector started meanwhile: it may
+    have read the old offsets and may commit over the new one. ``result`` is what
+    :func:`change_offset` returned, ``busy`` as in :class:`OffsetChangeRefused`."""
+
+    def __init__(self, message: str, busy: Mapping[str, Mapping[str, int]], result: dict[str, Any]):
+        super().__init__(message)
+        self.busy = dict(busy)
+        self.result = result
 
 
 def parse_request(action: Any, partition: Any, offset: Any) -> tuple[str, Any, Any]:
@@ -127,6 +157,51 @@ def change_offset(store: OffsetStore, connector: str, action: str, partition: An
             f"may have committed meanwhile; list the offsets and retry")
     return {"connector": connector, "action": action, "partition": partition, "before": before, "after": after,
             "store": store.describe(), "partitions": len(after_all)}
+
+
+def runs_in_progress(dags: Sequence[str], count: RunCounter) -> dict[str, dict[str, int]]:
+    """DAG id -> {state: count} of the queued or running runs of ``dags`` (only DAGs that have some)."""
+    busy: dict[str, dict[str, int]] = {}
+    for dag_id in dags:
+        counts = {state: count(dag_id, state) for state in IN_PROGRESS_STATES}
+        if any(counts.values()):
+            busy[dag_id] = {state: n for state, n in counts.items() if n}
+    return busy
+
+
+def describe_runs(busy: Mapping[str, Mapping[str, int]]) -> str:
+    """``DAG a: 1 running; DAG b: 2 queued`` for :func:`runs_in_progress`'s answer."""
+    return "; ".join(f"DAG {dag_id}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+                     for dag_id, counts in busy.items())
+
+
+def guarded_change(store: OffsetStore, connector: str, dags: Sequence[str], action: str, partition: Any,
+                   offset: Any = None, *, force: bool = False, count: RunCounter,
+                   retry: str = "try the change again") -> dict[str, Any]:
+    """:func:`change_offset`, allowed only while no DAG in ``dags`` (those that run ``connector``)
+    has a queued or running run, as ``count`` reports them -- Kafka Connect's rule that offsets
+    change only while the connector is stopped.
+
+    Raises :class:`OffsetChangeRefused` (nothing written) when a run is in progress before the
+    write, :class:`OffsetChangeRaced` (written and read back) when one started during it, and
+    whatever :func:`change_offset` raises. ``retry`` ends the refusal's advice (what the user does
+    once the runs finished, e.g. ``"trigger this DAG again"``). The caller validated the request
+    (:func:`parse_request`) and made sure ``dags`` is every DAG that runs the connector.
+    """
+    busy = runs_in_progress(dags, count)
+    if busy:
+        raise OffsetChangeRefused(
+            f"refusing to change offsets of connector {connector!r}: a run of it is in progress "
+            f"({describe_runs(busy)}). Nothing was written. Wait until those runs finish (or mark them "
+            f"failed), then {retry}.", busy)
+    result = change_offset(store, connector, action, partition, offset, force=force)
+    busy = runs_in_progress(dags, count)
+    if busy:
+        raise OffsetChangeRaced(
+            f"the offset of connector {connector!r} was written, but a run of it started meanwhile "
+            f"({describe_runs(busy)}): that run may have read the old offsets and may commit over the new one. "
+            f"When it finishes, list the offsets and repeat the change if needed.", busy, result)
+    return result
 
 
 def format_table(rows: list[dict[str, Any]], *, width: int = 100) -> str:

@@ -1,6 +1,7 @@
-"""Backfills of the example DAG ``copycat_jdbc_import`` on the real Airflow services (LocalExecutor;
-the task groups on the session's Spark Connect server), both tests on one running Airflow
-(``jdbc_airflow``, started once: one file, so one test process).
+"""What a user does from outside a real Airflow: backfills of the example DAG ``copycat_jdbc_import`` and
+the offsets page, on the real Airflow services (LocalExecutor; the task groups on the session's Spark
+Connect server), every test on one running Airflow (``jdbc_airflow``, started once: one file, so one test
+process).
 
 * Through Airflow's REST API: each backfill run imports exactly the rows whose ``updated_at``
   lies in its hour, once, and the live offsets of the connector stay where the live run left them.
@@ -10,6 +11,16 @@ the task groups on the session's Spark Connect server), both tests on one runnin
   the backfill and its runs succeed, and exactly the rows of those hours reach Kafka, once, while
   the live offsets stay where they were. A screenshot of the page is saved under the test's tmp
   dir when anything fails.
+
+The offsets page (airflow_copycat/plugins), seen from the same browser as a user sees it:
+
+* a request without a login is refused (401), and the page is in the UI's navigation;
+* after logging in, the page shows shop-orders' committed offsets and the scheduled run that
+  moved them;
+* a reset from the page is refused while a run of the DAG is queued (created through the REST API
+  on the paused DAG, so it stays queued), and goes through once that run is marked failed: the
+  offset topic then returns the new value. The original offset is put back afterwards, and the DAG
+  unpaused, for the other tests of the session.
 """
 
 from __future__ import annotations
@@ -19,9 +30,13 @@ import json
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
+from airflow_copycat.runtime.offset_admin import compact_json
+from airflow_copycat.runtime.offsets import KafkaOffsetStore
 from airflow_copycat.runtime.windows import is_window_namespace
+from airflow_copycat.runtime.worker import WorkerConfig
 from tests.support.jdbc_airflow import CONNECTOR, DAG_ID, TOPICS, records_since, topic_positions
 
 pytestmark = pytest.mark.slow
@@ -196,3 +211,90 @@ def test_backfill_started_from_the_ui_imports_its_hours(jdbc_airflow, tmp_path: 
             ids = [v["id"] for v in arrived[topic]]
             assert sorted(ids) == sorted(expected[table]), f"{topic}: got {sorted(ids)}, want {sorted(expected[table])}"
         assert airflow.offsets()[CONNECTOR] == live_before
+
+
+def _lowered(offset: dict) -> dict:
+    """``offset`` with its first integer field one lower: a value the page can set and we can tell apart."""
+    key = next(k for k, v in offset.items() if isinstance(v, int) and not isinstance(v, bool))
+    return {**offset, key: offset[key] - 1}
+
+
+def test_the_offsets_page_shows_and_resets_offsets_with_the_runs_guard(jdbc_airflow, tmp_path: Path):
+    from playwright.sync_api import expect, sync_playwright
+
+
+    airflow, s = jdbc_airflow, jdbc_airflow.services
+    with s.logs_on_failure():
+        # Without a login, nothing: neither the page nor a change
+        assert httpx.get(f"{s.url}/copycat/offsets", timeout=30).status_code == 401
+        assert httpx.post(f"{s.url}/copycat/offsets", data={"connector": CONNECTOR, "action": "delete",
+                                                            "partition": "{}"}, timeout=30).status_code == 401
+        # The plugin is loaded, with its entry in the UI's navigation
+        plugins = {p["name"]: p for p in s.api("GET", "/plugins")["plugins"]}
+        assert [v["href"] for v in plugins["copycat_offsets"]["external_views"]] == ["/copycat/offsets"]
+
+        committed = airflow.offsets()[CONNECTOR]
+        (orders,) = [e for e in committed.values() if "orders" in json.dumps(e["partition"])
+                     and "customers" not in json.dumps(e["partition"])]
+        partition, original = orders["partition"], orders["offset"]
+        new = _lowered(original)
+        store = KafkaOffsetStore(WorkerConfig({"bootstrap.servers": airflow.bootstrap,
+                                               "offset.storage.topic": airflow.offset_topic}))
+        s.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": True})  # a run triggered now stays queued
+        with sync_playwright() as playwright:
+            browser = _browser(playwright)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            try:
+                page.goto(f"{s.url}/dags/{DAG_ID}")
+                page.get_by_label("Username").fill("admin")  # the login page comes first
+                page.get_by_label("Password").fill(s.password)
+                page.get_by_role("button", name="Sign in").click()
+                page.wait_for_url(f"**/dags/{DAG_ID}**")
+
+                # The page shows the committed offset and the scheduled run that moved it
+                page.goto(f"{s.url}/copycat/offsets")
+                row = page.locator(f"section[data-connector='{CONNECTOR}'] tr[data-partition='{compact_json(partition)}']")
+                expect(row.locator("code.offset")).to_have_text(compact_json(original))
+                expect(row).to_contain_text(f"{DAG_ID} / scheduled__")
+
+                # A reset while a run is queued is refused, and nothing is written
+                queued = s.api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None})
+                assert queued["state"] == "queued", queued
+                row.locator("textarea[name=offset]").fill(json.dumps(new))
+                with page.expect_response(lambda r: r.request.method == "POST") as answer:
+                    row.get_by_role("button", name="Reset").click()
+                assert answer.value.status == 409
+                expect(page.locator("#result")).to_contain_text(
+                    f"refusing to change offsets of connector '{CONNECTOR}': a run of it is in progress "
+                    f"(DAG {DAG_ID}: 1 queued). Nothing was written.")
+                assert airflow.offsets()[CONNECTOR][_key(partition)]["offset"] == original
+
+                # Once that run is over, the same reset goes through and the offset topic returns it
+                s.api("PATCH", f"/dags/{DAG_ID}/dagRuns/{queued['dag_run_id']}", json={"state": "failed"})
+                page.goto(f"{s.url}/copycat/offsets")
+                row.locator("textarea[name=offset]").fill(json.dumps(new))
+                with page.expect_response(lambda r: r.request.method == "POST") as answer:
+                    row.get_by_role("button", name="Reset").click()
+                assert answer.value.status == 200
+                expect(page.locator("#result")).to_contain_text(
+                    f"before {compact_json(original)}, after {compact_json(new)} (read back from")
+                expect(row.locator("code.offset")).to_have_text(compact_json(new))
+                assert airflow.offsets()[CONNECTOR][_key(partition)]["offset"] == new
+            except BaseException:
+                shot = tmp_path / "offsets-page-failure.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot of the page: {shot}")
+                raise
+            finally:
+                browser.close()
+                store.write(CONNECTOR, [(partition, original)])  # as the live run left it
+                store.close()
+                s.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
+        assert airflow.offsets()[CONNECTOR][_key(partition)]["offset"] == original
+
+
+def _key(partition) -> str:
+    from airflow_copycat.connect.assignment import canonical
+
+    return canonical(partition)
