@@ -51,6 +51,41 @@ class CdcRuns:
             assert result["status"] == "ok", result.get("error")
         return result
 
+    def run_tasks(self, tasks_max: int, *, order: str = "together", ok: bool = True, **overrides) -> list[dict]:
+        """One bounded run of every task of a plan with ``tasks.max=tasks_max``: ``together`` (each task
+        in a thread of its own, as a group's Spark tasks), ``stream-first`` or ``stream-last`` (one after
+        the other, the stream task -- the one holding the server partition -- first or last). Returns the
+        task results (with ``metrics`` and ``streams``), in task order."""
+        import threading
+
+        config = {**self.config, "tasks.max": str(tasks_max), **overrides}
+        worker = WorkerConfig(self.worker_props, env={})
+        self.plan = plan = make_plan(config, worker)
+        tasks = [t for g in plan["groups"] for t in g["tasks"]]
+        results: dict[int, dict] = {}
+
+        def one(i, task):
+            run = SourceRun(dict(task, config=restore_secrets(task["config"], config)), worker)
+            result = run.run()
+            result["metrics"] = dict(getattr(run.task, "metrics", None) or {})
+            result["streams"] = any("table" not in p for p in task["partitions"])
+            results[i] = result
+
+        if order == "together":
+            threads = [threading.Thread(target=one, args=(i, t)) for i, t in enumerate(tasks)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            streams_first = sorted(range(len(tasks)), key=lambda i: all("table" in p for p in tasks[i]["partitions"]))
+            for i in (streams_first if order == "stream-first" else streams_first[::-1]):
+                one(i, tasks[i])
+        out = [results[i] for i in range(len(tasks))]
+        if ok:
+            assert all(r["status"] == "ok" for r in out), [r.get("error") for r in out]
+        return out
+
     def read(self, topic: str, *, schemas: bool = False) -> list[tuple]:
         """``(key, value)`` of the messages ``topic`` got since the last read (JSON payloads; ``None`` for
         tombstones; with ``schemas`` the whole JSON documents, ``{"schema": ..., "payload": ...}``)."""
@@ -72,8 +107,9 @@ class CdcRuns:
 
         return [(payload(m.key()), payload(m.value())) for m in msgs]
 
-    def committed(self) -> dict | None:
-        """The connector's committed offset of partition ``{"server": <topic.prefix>}``."""
+    def committed(self, table: str | None = None) -> dict | None:
+        """The connector's committed offset of partition ``{"server": <topic.prefix>}`` (the stream's), or
+        with ``table`` of the table's snapshot partition ``{"server": ..., "table": table}``."""
         worker = WorkerConfig(self.worker_props, env={})
         store = offset_store(worker)
         try:
@@ -81,7 +117,8 @@ class CdcRuns:
         finally:
             store.close()
         for entry in offsets.values():
-            if PARTITION_KEY in (entry.get("partition") or {}):
+            partition = entry.get("partition") or {}
+            if PARTITION_KEY in partition and partition.get("table") == table:
                 return entry["offset"]
         return None
 

@@ -97,10 +97,10 @@ def test_snapshot_then_inserts_updates_and_deletes_in_commit_order(orders, worke
     assert runs.read(topic) == []
 
 
-def test_a_slot_left_without_a_committed_offset_is_made_anew_so_the_snapshot_meets_the_stream(
+def test_a_slot_left_without_a_committed_offset_streams_from_the_snapshots_boundary(
         orders, worker_props, unique):
     # Given the connector's slot, made before any run committed an offset (a first run that died right after
-    # making it, or an operator), and rows changed since then
+    # making it, or an operator, even before the publication existed), and rows changed since then
     runs = CdcRuns(config(orders, unique), worker_props)
     topic = f"pg{unique}.public.orders"
     orders.sql(f"SELECT pg_create_logical_replication_slot('slot_{unique}', 'pgoutput')")
@@ -364,11 +364,12 @@ def test_an_offset_debezium_committed_continues_on_the_same_slot_without_a_snaps
         "'publication_names', %s)", (slot, f"pub_{unique}"))]
     change = next(m for m in msgs if isinstance(m, Change))
     commit = next(m for m in msgs if isinstance(m, Commit))
-    orders.sql("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, f"{commit.commit_lsn >> 32:X}/"
-                                                                             f"{commit.commit_lsn & 0xFFFFFFFF:X}"))
+    # Debezium confirms the slot to lsn_commit, the transaction's end (see test_debezium_offsets.py)
+    orders.sql("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, f"{commit.end_lsn >> 32:X}/"
+                                                                             f"{commit.end_lsn & 0xFFFFFFFF:X}"))
     key = json.dumps([name, {"server": prefix}], separators=(",", ":"))
     value = json.dumps({"transaction_id": None, "lsn_proc": change.lsn, "messageType": "INSERT",
-                        "lsn_commit": commit.commit_lsn, "lsn": change.lsn, "txId": change.xid,
+                        "lsn_commit": commit.end_lsn, "lsn": change.lsn, "txId": change.xid,
                         "ts_usec": change.commit_ts_us}, separators=(",", ":"))
     store = offset_store(WorkerConfig(worker_props, env={}))
     store.ensure_topic()
@@ -417,7 +418,7 @@ def test_a_snapshot_stopped_half_way_continues_with_the_next_table_and_key(cdc_d
     cdc_db.sql("INSERT INTO c VALUES (31, 'new')")
     for _ in range(5):
         results.append(runs.run(**{"copycat.run.max.records": "25"}))
-        if not runs.committed().get("snapshot") or runs.committed().get("last_snapshot_record"):
+        if all((runs.committed(f"public.{t}") or {}).get("last_snapshot_record") for t in "abc"):
             break
     runs.run()
 
@@ -428,7 +429,8 @@ def test_a_snapshot_stopped_half_way_continues_with_the_next_table_and_key(cdc_d
         assert len(reads) == len(set(reads)) and set(range(1, 31)) <= set(reads), name
         if name == "c":
             assert 31 in after_ids(messages)
-    assert runs.committed().get("snapshot") is None or runs.committed().get("last_snapshot_record")
+    assert all(runs.committed(f"public.{t}")["last_snapshot_record"] for t in "abc")
+    assert runs.committed()["lsn_commit"] > 0
 
 
 def test_initial_only_snapshots_and_never_streams(orders, worker_props, unique):
@@ -618,7 +620,9 @@ def test_snapshot_records_carry_debeziums_position_marks(cdc_db, worker_props, u
     marks = [v["source"]["snapshot"] for t in "abc" for _, v in runs.read(f"pg{unique}.public.{t}")]
     assert marks == ["first", "true", "last_in_data_collection", "first_in_data_collection",
                      "first_in_data_collection", "last"]
-    assert runs.committed()["last_snapshot_record"] is True
+    # each table's own partition says it was read to its end, and the stream sends all three from now on
+    assert all(runs.committed(f"public.{t}")["last_snapshot_record"] is True for t in "abc")
+    assert set(runs.committed()["copycat_tables"]) == {"public.a", "public.b", "public.c"}
 
 
 def test_a_filtered_publication_follows_the_include_list(orders, worker_props, unique):

@@ -40,6 +40,8 @@ A slot can be used by one session at a time: :class:`SlotInUse` says which proce
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -61,8 +63,23 @@ class SlotMissing(ConnectException):
     connector."""
 
 
+def slot_missing(slot: str, database: str, connector: str, lsn: int, info) -> SlotMissing:
+    """The error of a run whose committed offset (at ``lsn``) continues from a slot that is gone
+    (``info`` None) or invalidated, naming it and what to do."""
+    state = "does not exist" if info is None else "was invalidated (wal_status=lost: max_slot_wal_keep_size)"
+    return SlotMissing(
+        f"replication slot {slot!r} in database {database!r} {state}, but connector {connector!r} has committed "
+        f"offsets (LSN {lsn_text(lsn)}) that continue from it: the changes since then can no longer be read. Set "
+        f"snapshot.mode=when_needed to snapshot every captured table again and stream from a new slot, or delete "
+        f"the connector's offsets to start over")
+
+
 class SlotInUse(ConnectException):
     """Another session reads the slot now (another run of this connector, or another consumer)."""
+
+
+class SlotExists(ConnectException):
+    """The slot to create exists already (another task of the run made it first)."""
 
 
 @dataclass(frozen=True)
@@ -125,23 +142,36 @@ def flush_lsn(conn: psycopg.Connection) -> int:
 def create_slot(conn: psycopg.Connection, name: str) -> int:
     """Create logical slot ``name`` (pgoutput) through SQL; returns its consistent point. No
     snapshot is exported (see :func:`create_slot_exporting_snapshot`)."""
-    row = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)", (name, PLUGIN)).fetchone()
+    try:
+        row = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)",
+                           (name, PLUGIN)).fetchone()
+    except psycopg.errors.DuplicateObject:
+        raise SlotExists(f"replication slot {name!r} exists already") from None
     return parse_lsn(row[0])
 
 
-def create_slot_exporting_snapshot(connect_kwargs: dict, name: str) -> tuple[int, str, psycopg.Connection]:
+def create_slot_exporting_snapshot(connect_kwargs: dict, name: str, *,
+                                   temporary: bool = False) -> tuple[int, str, psycopg.Connection]:
     """Create logical slot ``name`` over a replication connection with ``EXPORT_SNAPSHOT``.
 
     Returns ``(consistent_point, snapshot_name, holder)``: a transaction that runs ``SET TRANSACTION
-    SNAPSHOT snapshot_name`` sees the database exactly as of the slot's start, so rows read there
-    plus changes read from the slot miss nothing and repeat nothing. The snapshot stays valid only
-    while ``holder`` is open and idle: close it once the snapshot's readers have begun."""
+    SNAPSHOT snapshot_name`` sees the database exactly as of the slot's start -- every transaction
+    whose commit record lies before ``consistent_point``, none after -- so rows read there plus
+    changes from that point on miss nothing and repeat nothing. The snapshot stays valid only
+    while ``holder`` is open and idle: close it once the snapshot's readers have begun. A
+    ``temporary`` slot (only its snapshot and point are wanted) is dropped when ``holder`` closes.
+    Like any new logical slot it waits for the transactions running when it is made to end.
+    Raises :class:`SlotExists` when a slot of that name exists."""
     holder = psycopg.connect(**connect_kwargs, replication="database", autocommit=True)
     try:
-        command = f"CREATE_REPLICATION_SLOT {_slot_identifier(name)} LOGICAL {PLUGIN} EXPORT_SNAPSHOT"
+        kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
+        command = f"CREATE_REPLICATION_SLOT {_slot_identifier(name)} {kind} {PLUGIN} EXPORT_SNAPSHOT"
         result = holder.pgconn.exec_(command.encode())
         if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
             message = result.error_message.decode(errors="replace").strip()
+            state = result.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+            if state == b"42710":
+                raise SlotExists(f"replication slot {name!r} exists already")
             raise ConnectException(f"cannot create replication slot {name!r}: {message}")
         lsn = parse_lsn(result.get_value(0, 1).decode())
         snapshot = result.get_value(0, 2).decode()
@@ -149,6 +179,25 @@ def create_slot_exporting_snapshot(connect_kwargs: dict, name: str) -> tuple[int
         holder.close()
         raise
     return lsn, snapshot, holder
+
+
+def temporary_snapshot(connect_kwargs: dict, slot: str) -> tuple[int, str, psycopg.Connection]:
+    """:func:`create_slot_exporting_snapshot` of a temporary slot named after ``slot``: a snapshot and
+    the position it is consistent with, for a snapshot of tables while the connector's own slot exists
+    (the temporary slot goes when the holder closes)."""
+    return create_slot_exporting_snapshot(connect_kwargs, f"{slot[:40]}_snap_{secrets.token_hex(4)}", temporary=True)
+
+
+def check_slot(info: SlotInfo | None, slot: str, database: str) -> SlotInfo | None:
+    """``info``, unless the slot belongs to another database or decodes with another plugin (raises,
+    naming the slot and what to do)."""
+    if info is not None and info.database and info.database != database:
+        raise ConnectException(f"replication slot {slot!r} belongs to database {info.database!r}, not "
+                               f"{database!r}: use another slot.name for this connector")
+    if info is not None and info.plugin and info.plugin != PLUGIN:
+        raise ConnectException(f"replication slot {slot!r} decodes with plugin {info.plugin!r}, not "
+                               f"{PLUGIN!r}: use another slot.name (or drop that slot if it is unused)")
+    return info
 
 
 def _slot_identifier(name: str) -> str:
@@ -167,7 +216,25 @@ def drop_slot(conn: psycopg.Connection, name: str) -> bool:
     return True
 
 
+def publishable_tables(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """``(schema, table)`` of every table a publication can list (ordinary and partitioned parents)."""
+    return conn.execute("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition").fetchall()
+
+
 def ensure_publication(conn: psycopg.Connection, name: str, mode: str, tables: Sequence[tuple[str, str]] = ()) -> None:
+    """:func:`_ensure_publication`, tried again when another task of the run changed the publication at
+    the same moment (``tuple concurrently updated``, a duplicate creation)."""
+    for attempt in range(5):
+        try:
+            return _ensure_publication(conn, name, mode, tables)
+        except (psycopg.errors.DuplicateObject, psycopg.errors.InternalError_, psycopg.errors.UniqueViolation) as e:
+            if attempt == 4:
+                raise ConnectException(f"publication {name!r} could not be made or updated: {e}") from None
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _ensure_publication(conn: psycopg.Connection, name: str, mode: str, tables: Sequence[tuple[str, str]] = ()) -> None:
     """Make publication ``name`` exist as ``publication.autocreate.mode`` says.
 
     ``all_tables``: ``CREATE PUBLICATION ... FOR ALL TABLES`` when missing (needs a superuser);

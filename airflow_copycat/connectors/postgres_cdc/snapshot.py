@@ -21,6 +21,7 @@ settings that fix those formats are set by :func:`prepare_session`.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Iterator, Sequence
 
 from ...extras import require
@@ -212,3 +213,35 @@ def snapshot_tables(conn, config) -> list[tuple[str, str]]:
         "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.relkind = 'r' ORDER BY 1, 2").fetchall()
     return [(s, t) for s, t in rows if config.snapshot_included(s, t)]
+
+
+def complete_relation(conn, relation: Relation) -> Relation:
+    """A pgoutput Relation message completed from the catalog (type names, nullability, defaults,
+    Debezium's key: the primary key); columns the catalog no longer has keep what pgoutput said."""
+    try:
+        known = relation_from_catalog(conn, relation.schema, relation.table)
+    except LookupError:
+        known = None
+    by_name = {col.name: col for col in known.columns} if known else {}
+    columns = []
+    for col in relation.columns:
+        k = by_name.get(col.name)
+        if k is not None and k.type_oid == col.type_oid:
+            columns.append(replace(k, type_modifier=col.type_modifier))
+        else:
+            name = conn.execute("SELECT format_type(%s, NULL)", (col.type_oid,)).fetchone()[0]
+            columns.append(replace(col, type_name=name, key=col.key and relation.replica_identity != "f"))
+    return replace(relation, columns=tuple(columns))
+
+
+def python_encoding(conn) -> str:
+    """The database's encoding as Python names it (pgoutput sends text in the server's encoding)."""
+    name = conn.execute("SHOW server_encoding").fetchone()[0]
+    if name.upper() in ("UTF8", "UNICODE"):
+        return "utf-8"
+    try:
+        from psycopg._encodings import pg2pyenc  # psycopg's own table of PostgreSQL -> Python names
+
+        return pg2pyenc(name.encode())
+    except Exception:  # noqa: BLE001 -- SQL_ASCII and the like: bytes as they come
+        return "latin-1"

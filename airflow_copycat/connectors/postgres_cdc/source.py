@@ -1,87 +1,90 @@
 """The PostgreSQL change-data-capture source (Debezium's ``io.debezium.connector.postgresql.PostgresConnector``).
 
-One source partition, ``{"server": <topic.prefix>}``, as Debezium's, so the offset topic key is
-``["<connector name>", {"server": "<topic.prefix>"}]`` and an offset Debezium committed is read
-as is (given the same slot, a connector moved from Debezium continues without a new snapshot).
-One task does the work: a slot is read by one session at a time.
+**Partitions** (:mod:`.partitions`): Debezium's ``{"server": <topic.prefix>}``, whose offset is
+Debezium's streaming offset (so the offset topic key is ``["<connector name>", {"server":
+"<topic.prefix>"}]`` and an offset Debezium committed is read as is: given the same slot, a
+connector moved from Debezium continues without a new snapshot), and one ``{"server": ...,
+"table": "<schema>.<table>"}`` per table the snapshot reads. :meth:`PostgresCdcSourceConnector.
+task_configs` spreads them over up to ``tasks.max`` tasks (sticky across re-plans); the task
+holding the server partition is the **stream task** -- a slot has one reader -- and every task
+snapshots the tables it holds. :meth:`PostgresCdcSourceConnector.partitions` lists the tables
+now in the catalog, so the partition sensor re-plans when a table appears or joins the include
+list; the next run snapshots it, then streams it.
 
-A **run** of the task:
+A **run** of a task:
 
-1. ``start`` -- reads the committed offset; creates the slot when missing (exporting its
-   snapshot when a snapshot is due), or fails with :class:`~.slot.SlotMissing` when the offset
-   needs a slot that is gone (``snapshot.mode=when_needed`` snapshots again instead); confirms
-   the slot up to the committed offset's ``lsn_commit`` (which repairs a run that died between
-   committing its offsets and confirming the slot); makes the publication; captures the run's
-   **bound**, ``pg_current_wal_flush_lsn()``;
-2. ``poll`` -- the snapshot first when one is due (``op: r`` events, resumable per table, see
-   :mod:`.snapshot`), then the slot's changes up to the bound (:mod:`.stream`), ``max.batch.size``
-   changes per poll, and with ``heartbeat.interval.ms`` a heartbeat record on
-   ``<topic.heartbeat.prefix>.<topic.prefix>`` carrying the bound; ``None`` once caught up. A
-   connection lost while reading raises :class:`~airflow_copycat.connect.errors.RetriableException`:
-   within ``errors.retry.timeout`` the framework polls again and the slot is read again from just
-   after the last change handed out, up to the same bound;
-3. ``commit`` -- the framework committed the offsets of every record polled so far: confirm the
-   slot up to the end of the last transaction handed out (to the bound once caught up), so the
-   slot retains only what this run left unread.
+1. ``start`` -- reads the committed offsets (every task sees those committed before the run);
+   makes the publication (before any snapshot, so a table's changes are published from its
+   boundary on); creates the slot when missing (exporting its snapshot when this task has tables
+   to read), or fails with :class:`~.slot.SlotMissing` when the offset needs a slot that is gone
+   (``snapshot.mode=when_needed`` snapshots again instead); the stream task confirms the slot up
+   to the committed offset's ``lsn_commit`` (repairing a run that died between committing its
+   offsets and confirming) and captures the run's **bound**, ``pg_current_wal_flush_lsn()``;
+2. ``poll`` -- first the task's tables that need reading (:func:`.partitions.table_plan`: new,
+   half read, or read before the stream went past them) under one exported snapshot -- the slot's
+   own when this task just made it, else a temporary slot's, whose consistent point becomes the
+   tables' boundary -- as ``op: r`` events, resumable per table (:mod:`.snapshot_read`); then, in
+   the stream task, the slot's changes up to the bound (:mod:`.stream`), ``max.batch.size`` per
+   poll, each table's from its boundary on, with heartbeats (:mod:`.heartbeat`); ``None`` once
+   caught up. The stream task streams only when no table that other tasks must read is
+   incomplete (as the offsets committed before the run say): such a run streams nothing and
+   confirms nothing, and the next run streams from where the last one stopped. A connection lost
+   while reading raises :class:`~airflow_copycat.connect.errors.RetriableException`: within
+   ``errors.retry.timeout`` the framework polls again and the slot is read again from just after
+   the last change handed out, up to the same bound;
+3. ``commit`` -- the framework committed the offsets of every record polled so far: the stream
+   task confirms the slot up to the end of the last transaction handed out (to the bound once
+   caught up), so the slot retains only what this run left unread.
 
 The task reports the slot in :attr:`PostgresCdcSourceTask.metrics`: the slot as the run found
 and left it (``wal_before``/``wal_after``: ``retained_bytes`` kept on disk from ``restart_lsn``,
-``unconfirmed_bytes`` after ``confirmed_flush_lsn``), the run's bound, and per table the events
-it sent (``read``, ``inserted``, ``updated``, ``deleted``, ``truncated``). PostgreSQL moves
-``restart_lsn`` only past a running-transactions record it logged (every checkpoint, and every
-15 s on a server that writes), so ``retained_bytes`` may lag the confirmation by that much.
+``unconfirmed_bytes`` after ``confirmed_flush_lsn``), the run's bound, per table the events it
+sent (``read``, ``inserted``, ``updated``, ``deleted``, ``truncated``), ``snapshot`` (tables and
+rows read) and ``stream_deferred`` (the tables whose snapshot the stream waited for).
+PostgreSQL moves ``restart_lsn`` only past a running-transactions record it logged (every
+checkpoint, and every 15 s on a server that writes), so ``retained_bytes`` may lag the
+confirmation by that much.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import replace
 from typing import Any
 
 from ...extras import require
 
-from airflow_copycat.connect.connector import SourceConnector
+from airflow_copycat.connect.connector import TASK_PARTITIONS_KEY, SourceConnector, task_partitions
 from airflow_copycat.connect.errors import ConnectException, RetriableException
 from airflow_copycat.connect.records import SourceRecord
-from airflow_copycat.connect.data import Schema, SchemaBuilder, Struct
 from airflow_copycat.connect.task import SourceTask
 
 from . import config as cfg
+from . import partitions as parts
 from . import slot as slots
 from . import snapshot as snap
 from .envelope import EventBuilder, SourceInfo
+from .heartbeat import HeartbeatClock, heartbeat_record, stream_position
 from .model import Relation, Truncate, lsn_text
 from .pgoutput import PgOutputDecoder
-from .snapshot_read import SnapshotRead
+from .snapshot_read import SnapshotRead, done_marker
 from .stream import Item, Resume, StreamRead
 
 psycopg = require("psycopg", "cdc", "PostgresCdcSource")
 
 log = logging.getLogger("airflow_copycat.postgres_cdc")
 
-HEARTBEAT_KEY_SCHEMA = (SchemaBuilder.struct().name("io.debezium.connector.common.ServerNameKey")
-                        .field("serverName", Schema.STRING).build())
-HEARTBEAT_VALUE_SCHEMA = (SchemaBuilder.struct().name("io.debezium.connector.common.Heartbeat")
-                          .field("ts_ms", Schema.INT64).build())
-
-
 _COUNT_NAMES = {"r": "read", "c": "inserted", "u": "updated", "d": "deleted", "t": "truncated"}
 """Per-table counts in :attr:`PostgresCdcSourceTask.metrics` (``tables``), named as the JDBC sink names its own."""
 
+SNAPSHOT_MODES = ("initial", "initial_only", "when_needed")
+"""The modes that read tables (the others stream only)."""
 
-def source_partition(topic_prefix: str) -> dict:
-    """Debezium's PostgreSQL source partition."""
-    return {"server": topic_prefix}
-
-
-def snapshot_running(offset: dict | None) -> bool:
-    """Whether ``offset`` was committed in the middle of a snapshot (Debezium's rule)."""
-    return bool(offset and offset.get("snapshot") and not offset.get("last_snapshot_record"))
+source_partition = parts.server_partition
 
 
 class PostgresCdcSourceConnector(SourceConnector):
-    """Plans the change-data-capture source: one task, one partition (see the module docstring)."""
+    """Plans the change-data-capture source: the server partition and one partition per table the
+    snapshot reads, spread over up to ``tasks.max`` tasks by the default (sticky) :meth:`task_configs`."""
 
     config_def = cfg.CONFIG_DEF
 
@@ -93,24 +96,35 @@ class PostgresCdcSourceConnector(SourceConnector):
 
     def exactly_once_support(self, config: dict[str, Any]) -> bool:
         """True: a task started from a committed offset re-reads the slot from at most that offset's
-        transaction and skips what the offset covers. (A snapshot resumed after a crash reads its
-        remaining rows under a newer snapshot; consumers still converge on the table's state.)"""
+        transaction and skips what the offset covers. (A table snapshot resumed after a crash reads
+        its remaining rows under a newer snapshot; consumers still converge on the table's state.)"""
         return True
 
     def start(self, config: dict[str, Any]) -> None:
         super().start(config)
         self.cdc = cfg.CdcConfig.parse(config)
+        self._partitions: list[dict] | None = None
 
     def partitions(self) -> list[dict]:
-        return [source_partition(self.cdc.topic_prefix)]
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        """One task, whatever ``tasks.max`` says: a replication slot has one reader."""
-        return super().task_configs(1)
+        """The server partition, then (in the modes that snapshot) one per table the snapshot reads,
+        as the catalog lists them now. Connects to the database once per planning."""
+        if self._partitions is None:
+            found = [parts.server_partition(self.cdc.topic_prefix)]
+            if self.cdc.snapshot_mode in SNAPSHOT_MODES:
+                try:
+                    with psycopg.connect(**self.cdc.connect_kwargs(), autocommit=True, connect_timeout=30) as conn:
+                        tables = snap.snapshot_tables(conn, self.cdc)
+                except psycopg.OperationalError as e:
+                    raise ConnectException(f"cannot list the tables of database {self.cdc.database!r} to plan the "
+                                           f"snapshot: {str(e).strip()}") from None
+                found += [parts.table_partition(self.cdc.topic_prefix, f"{s}.{t}") for s, t in tables]
+            self._partitions = found
+        return self._partitions
 
 
 class PostgresCdcSourceTask(SourceTask):
-    """Streams one slot (and snapshots) for one bounded run; see the module docstring."""
+    """Snapshots its tables and, holding the server partition, streams the slot, for one bounded
+    run; see the module docstring."""
 
     def __init__(self) -> None:
         self.metrics: dict[str, Any] = {}
@@ -122,9 +136,12 @@ class PostgresCdcSourceTask(SourceTask):
         self._confirmed: int = 0
         self._confirmable_polled = 0
         self._done = False
-        self._heartbeat_due = False
+        self._ended = False  # the read's last heartbeat / offset marker was handed out
         self.drop_on_stop = False
-        self._captured_tables: dict[tuple[str, str], bool] = {}
+        self.streams = False
+        self.streaming = False
+        self._filters: dict[tuple[str, str], int] = {}
+        self._pending_marker: list = []
         self._final_commit = False  # commit() ran after the last poll, outside failure handling
 
     # ------------------------------------------------------------------ start
@@ -134,77 +151,136 @@ class PostgresCdcSourceTask(SourceTask):
         self.name = str(config.get("name") or "")
         self.slot = str(c[cfg.SLOT_NAME])
         self.publication = str(c[cfg.PUBLICATION_NAME])
-        self.partition = source_partition(c.topic_prefix)
+        self.partition = parts.server_partition(c.topic_prefix)
         self.batch_size = int(c.get(cfg.MAX_BATCH_SIZE) or 2048)
-        self.heartbeat_ms = int(c.get(cfg.HEARTBEAT_INTERVAL_MS) or 0)
+        self.heartbeats = HeartbeatClock(int(c.get(cfg.HEARTBEAT_INTERVAL_MS) or 0))
         self.kwargs = c.connect_kwargs()
-        self.committed = self.context.offset_storage_reader.offset(self.partition)
+        assigned = task_partitions(config) if TASK_PARTITIONS_KEY in config else None
+        self.streams = assigned is None or any("table" not in p for p in assigned)
+        mine = None if assigned is None else {p["table"] for p in assigned if "table" in p}
+        reader = self.context.offset_storage_reader
+        self.committed = reader.offset(self.partition)
         self._control = self._connect()
         self.builder = EventBuilder(c)
-        self.decoder = PgOutputDecoder(self._describe, _python_encoding(self._control))
+        self.decoder = PgOutputDecoder(self._describe, snap.python_encoding(self._control))
         mode = c.snapshot_mode
-        info = slots.slot_info(self._control, self.slot)
-        if info is not None and info.database and info.database != c.database:
-            raise ConnectException(f"replication slot {self.slot!r} belongs to database {info.database!r}, not "
-                                   f"{c.database!r}: use another slot.name for this connector")
-        if info is not None and info.plugin and info.plugin != slots.PLUGIN:
-            raise ConnectException(f"replication slot {self.slot!r} decodes with plugin {info.plugin!r}, not "
-                                   f"{slots.PLUGIN!r}: use another slot.name (or drop that slot if it is unused)")
-        gone = info is None or info.wal_status == "lost"
-        resumable = self.committed is not None and self.committed.get("lsn") is not None
-        snapshot_id, snapshot_after = None, None
+        info = slots.check_slot(slots.slot_info(self._control, self.slot), self.slot, c.database)
         self.drop_on_stop = bool(c.get(cfg.SLOT_DROP_ON_STOP))
-        if gone and resumable and self.drop_on_stop and info is None:
+        stream_from = parts.stream_offset(self.committed)
+        remade = False
+        if info is None or info.wal_status == "lost":
+            stream_from, remade, info = self._slot_gone(info, stream_from, mode)
+        self._ensure_publication()
+        self.snapshotting = mode in SNAPSHOT_MODES
+        self.captured = parts.Captured() if remade else parts.Captured.of(self.committed)
+        floor = parts.floor_of(stream_from)
+        if self.streams and info is not None:
+            floor = max(floor, info.confirmed_flush_lsn or 0)
+        if remade:  # every table read before belongs to the lost slot: all are read again
+            floor = 1 << 64
+        tables = [f"{s}.{t}" for s, t in snap.snapshot_tables(self._control, c)] if self.snapshotting else []
+        offsets = reader.offsets([parts.table_partition(c.topic_prefix, t) for t in tables])
+        by_table = {t: offsets.get(_canonical(parts.table_partition(c.topic_prefix, t))) for t in tables}
+        plan = parts.table_plan(tables, by_table, self.captured, floor)
+        work = [s for s in plan.values() if s.state in (parts.FRESH, parts.RESUME) and (mine is None or s.table in mine)]
+        snapshot_id, boundary = None, 0
+        if info is None:
+            if not self.streams and stream_from is not None:
+                work = []  # the stream task decides what a lost slot means (_slot_gone); nothing to read against
+            else:
+                snapshot_id, boundary = self._create_slot(bool(work))
+                info = slots.slot_info(self._control, self.slot)
+        if work and snapshot_id is None:
+            boundary, snapshot_id, self._holder = slots.temporary_snapshot(self.kwargs, self.slot)
+        self.slot_start_lsn = (info.confirmed_flush_lsn or 0) if info is not None else 0
+        self.metrics.update(slot=self.slot, tables={})
+        if info is not None:
+            self.metrics["wal_before"] = info.describe()
+        if self.streams:
+            self._start_stream(plan, mine, stream_from, floor, remade)
+        if work:
+            self._snapshot = SnapshotRead(self._connect(), snapshot_id, c, self.builder, boundary, work, c.topic_prefix,
+                                          self._record, lambda rel, n: self._count(rel, "r", n))
+            log.info("connector %s: snapshot of %s table(s) at boundary %s", self.name, len(work), lsn_text(boundary))
+        if self._holder is not None:  # the snapshot is imported: the exporting session (and a temporary slot) may go
+            self._holder.close()
+            self._holder = None
+
+    def _slot_gone(self, info, stream_from, mode):
+        """The slot is missing or invalidated: ``(stream offset, made anew, slot info)`` to go on with,
+        or :class:`~.slot.SlotMissing` when committed offsets continue from it."""
+        if stream_from is None:
+            if info is not None:  # invalidated before any stream offset: make it anew
+                slots.drop_slot(self._control, self.slot)
+            return None, False, None
+        if self.drop_on_stop and info is None:
             # Debezium's slot.drop.on.stop: the last run dropped it on purpose; a new slot goes on from
             # now, without the changes made between the runs (development and tests only)
             log.warning("connector %s: slot %s was dropped at the end of the last run (slot.drop.on.stop=true): "
                         "a new slot starts now; changes made since that run are not captured", self.name, self.slot)
-            resumable = False
-            self.committed = dict(self.committed, lsn_commit=0, txId=None)
-        if gone and resumable:
-            if mode != "when_needed":
-                raise self._slot_missing(info)
-            log.warning("connector %s: slot %s is %s; snapshot.mode=when_needed: snapshotting again", self.name,
-                        self.slot, "gone" if info is None else "invalidated")
-            if info is not None:
-                slots.drop_slot(self._control, self.slot)
-            self.committed = None
-            info = None
-        self._ensure_publication()
-        want_snapshot = mode in ("initial", "initial_only", "when_needed") and (
-            self.committed is None or snapshot_running(self.committed))
-        if info is not None and want_snapshot and self.committed is None:
-            # A slot no run ever committed an offset for (a first run that died before its first commit, or
-            # one made by hand): its position has no snapshot to meet, and reading the tables under a newer
-            # one would send the changes in between twice. Nothing was confirmed from it: make it anew,
-            # exporting the snapshot the stream starts from.
-            log.info("connector %s: slot %s has no committed offset yet: making it anew for a snapshot that "
-                     "meets its start", self.name, self.slot)
+            return dict(stream_from, lsn_commit=0, txId=None), False, None
+        if mode != "when_needed":
+            raise slots.slot_missing(self.slot, self.cdc.database, self.name, int(self.committed["lsn"]), info)
+        if not self.streams:  # the stream task makes it anew
+            return stream_from, False, None
+        log.warning("connector %s: slot %s is %s; snapshot.mode=when_needed: snapshotting again", self.name,
+                    self.slot, "gone" if info is None else "invalidated")
+        if info is not None:
             slots.drop_slot(self._control, self.slot)
-            info = None
-        if info is None:
-            if want_snapshot:
+        self.committed = None
+        return None, True, None
+
+    def _create_slot(self, export: bool) -> tuple[str | None, int]:
+        """Create the connector's slot; with ``export``, keep its snapshot for this task's tables:
+        ``(snapshot name, consistent point)``, else ``(None, 0)``. Another task may have made it first."""
+        try:
+            if export:
                 lsn, snapshot_id, self._holder = slots.create_slot_exporting_snapshot(self.kwargs, self.slot)
             else:
-                lsn = slots.create_slot(self._control, self.slot)
-            log.info("connector %s: created replication slot %s at %s", self.name, self.slot, lsn_text(lsn))
-            info = slots.slot_info(self._control, self.slot)
-        self.slot_start_lsn = info.confirmed_flush_lsn or 0
-        self.metrics.update(slot=self.slot, wal_before=info.describe(), tables={})
-        if snapshot_running(self.committed):
-            snapshot_after = self.committed
-        elif self.committed and self.committed.get("lsn_commit"):
+                lsn, snapshot_id = slots.create_slot(self._control, self.slot), None
+        except slots.SlotExists:
+            return None, 0
+        log.info("connector %s: created replication slot %s at %s", self.name, self.slot, lsn_text(lsn))
+        return snapshot_id, (lsn if snapshot_id else 0)
+
+    def _start_stream(self, plan, mine, stream_from, floor: int, remade: bool) -> None:
+        """The stream task's part of ``start``: the tables it sends, whether it streams this run, its bound."""
+        c = self.cdc
+        captured = self.captured
+        if self.snapshotting:
+            if captured.adopt_all:  # Debezium's offset (or an older one of ours): every table is streamed already
+                captured = self.captured = parts.Captured({t: 0 for t in plan})
+            for table in list(captured.boundaries):
+                if table not in plan:  # left the include list, or dropped: read again should it come back
+                    del captured.boundaries[table]
+            for state in plan.values():
+                if state.state == parts.DONE:
+                    captured.boundaries[state.table] = state.boundary
+        waiting = sorted(s.table for s in plan.values() if s.state in (parts.FRESH, parts.RESUME)
+                         and mine is not None and s.table not in mine)
+        if waiting:
+            log.info("connector %s: not streaming this run: the snapshot of %s is not complete yet (%s); the slot "
+                     "keeps the changes for the next run", self.name, ", ".join(waiting[:5]),
+                     f"{len(waiting)} table(s)")
+            self.metrics["stream_deferred"] = waiting
+        self.streaming = c.snapshot_mode != "initial_only" and not waiting
+        if stream_from is not None and stream_from.get("lsn_commit"):
             # the last run committed its offsets: the slot may not have been confirmed (a crash in between)
-            self._confirm(int(self.committed["lsn_commit"]), why="the committed offset")
+            self._confirm(int(stream_from["lsn_commit"]), why="the committed offset")
         action = str(c.get(cfg.HEARTBEAT_ACTION_QUERY) or "").strip()
-        if self.heartbeat_ms > 0 and action:
+        if self.heartbeats.enabled and action and self.streaming:
             self._control.execute(action)  # a change of the captured database's own, before the bound
         self.bound = slots.flush_lsn(self._control)
         self.metrics["bound_lsn"] = lsn_text(self.bound)
-        if want_snapshot:
-            self._start_snapshot(snapshot_id, snapshot_after)
-        self.streaming = mode != "initial_only"
-        self.resume = Resume() if want_snapshot else Resume.of(self.committed)
+        self.resume = Resume.of(stream_from)
+        self._stream_committed = stream_from
+        if remade or (self.snapshotting and not self.streaming and floor > parts.floor_of(stream_from)):
+            # the slot's position as the stream's floor in the offsets, so every task of the next run judges
+            # boundaries as this one did (tables read before a slot made anew are read again)
+            position = self.slot_start_lsn if remade else floor
+            self._pending_marker = [done_marker(f"{c.topic_prefix}", self.partition,
+                                                stream_position(position, None, stream_from,
+                                                                captured.to_offset(position)))]
 
     def _connect(self) -> psycopg.Connection:
         """A new autocommit session with the value formats :mod:`.values` reads and, as Debezium does on
@@ -215,75 +291,46 @@ class PostgresCdcSourceTask(SourceTask):
             conn.execute(statement)
         return conn
 
-    def _slot_missing(self, info) -> ConnectException:
-        where = f"LSN {lsn_text(int(self.committed['lsn']))}"
-        state = "does not exist" if info is None else "was invalidated (wal_status=lost: max_slot_wal_keep_size)"
-        return slots.SlotMissing(
-            f"replication slot {self.slot!r} in database {self.cdc.database!r} {state}, but connector "
-            f"{self.name!r} has committed offsets ({where}) that continue from it: the changes since then can no "
-            f"longer be read. Set snapshot.mode=when_needed to snapshot every captured table again and stream "
-            f"from a new slot, or delete the connector's offsets to start over")
-
     def _ensure_publication(self) -> None:
         mode = str(self.cdc[cfg.PUBLICATION_AUTOCREATE_MODE])
         tables = []
         if mode == "filtered":
-            rows = self._control.execute(
-                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition").fetchall()
-            tables = [(s, t) for s, t in rows if self.cdc.table_included(s, t)]
+            tables = [(s, t) for s, t in slots.publishable_tables(self._control) if self.cdc.table_included(s, t)]
         slots.ensure_publication(self._control, self.publication, mode, tables)
 
     def _describe(self, relation: Relation) -> Relation:
-        """A Relation message completed from the catalog (type names, nullability, defaults, Debezium's
-        key: the primary key); columns the catalog no longer has keep what pgoutput said."""
-        try:
-            known = snap.relation_from_catalog(self._control, relation.schema, relation.table)
-        except LookupError:
-            known = None
-        by_name = {col.name: col for col in known.columns} if known else {}
-        columns = []
-        for col in relation.columns:
-            k = by_name.get(col.name)
-            if k is not None and k.type_oid == col.type_oid:
-                columns.append(replace(k, type_modifier=col.type_modifier))
-            else:
-                name = self._control.execute("SELECT format_type(%s, NULL)", (col.type_oid,)).fetchone()[0]
-                columns.append(replace(col, type_name=name, key=col.key and relation.replica_identity != "f"))
-        self.builder.add_types(snap.load_types(self._control, {col.type_oid for col in columns}))
-        return replace(relation, columns=tuple(columns))
-
-    # ------------------------------------------------------------------ snapshot
-
-    def _start_snapshot(self, snapshot_id: str | None, progress: dict | None) -> None:
-        self._snapshot = SnapshotRead(self._connect(), snapshot_id, self.cdc, self.builder, self.slot_start_lsn,
-                                      progress, self._record, lambda rel, n: self._count(rel, "r", n))
-        if self._holder is not None:  # the snapshot is imported: the exporting session may go
-            self._holder.close()
-            self._holder = None
+        """A Relation message completed from the catalog (:func:`.snapshot.complete_relation`)."""
+        relation = snap.complete_relation(self._control, relation)
+        self.builder.add_types(snap.load_types(self._control, {col.type_oid for col in relation.columns}))
+        return relation
 
     # ------------------------------------------------------------------ poll
 
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> list | None:
         if self._done:
             return None
         if self._snapshot is not None:
             records = self._snapshot.take()
             if records is not None:
                 return records
-            records = self._snapshot.finish()
             self.metrics["snapshot"] = {"tables": len(self._snapshot.done), "rows": self._snapshot.rows}
+            for table, boundary in self._snapshot.done.items():  # read to their end: the stream sends them now
+                self.captured.boundaries[table] = boundary
+            self._snapshot.close()
             self._snapshot = None
-            if records or not self.streaming:
-                return records
+        if self._pending_marker:
+            markers, self._pending_marker = self._pending_marker, []
+            return markers
         if not self.streaming:
             self._done = True
             return None
         if self._read is None:
+            self._skip_to_first_boundary()
             self._stream_conn = self._connect()
             messages = slots.read_changes(self._stream_conn, self.slot, self.publication, self.bound)
             decoder = PgOutputDecoder(self._describe, self.decoder.encoding)  # a new session re-sends relations
-            self._read = StreamRead(messages, decoder, self.resume, self.bound, self._captured)
+            extra = {parts.TABLES_KEY: self.captured.to_offset(self.resume.lsn_commit)} if self.snapshotting else None
+            self._read = StreamRead(messages, decoder, self.resume, self.bound, self._captured, extra)
         read = self._read
         if not read.exhausted:
             try:
@@ -294,15 +341,33 @@ class PostgresCdcSourceTask(SourceTask):
             if items:
                 last = items[-1].offset  # the read may restart after it (see _lost)
                 self.resume = Resume(last["lsn_commit"], last["lsn"], last["txId"])
+                self._stream_committed = last
             self._confirmable_polled = max(self._confirmable_polled, read.confirmable)
+            if self.heartbeats.due() and read.confirmable and not read.exhausted:
+                records.append(self._heartbeat())  # heartbeat.interval.ms passed during a long read
             if records or not read.exhausted:
                 return records
         self._confirmable_polled = max(self._confirmable_polled, read.confirmable)
-        if self.heartbeat_ms > 0 and not self._heartbeat_due:
-            self._heartbeat_due = True
-            return [self._heartbeat()]
+        if not self._ended:
+            self._ended = True
+            if self.heartbeats.enabled:
+                return [self._heartbeat()]
+            if self.snapshotting and set(self.captured.boundaries) != set(_tables_of(self._stream_committed) or ()):
+                # the stream's tables changed and no change carried them: commit them alone
+                return [done_marker(f"{self.cdc.topic_prefix}", self.partition, self._stream_offset())]
         self._done = True
         return None
+
+    def _skip_to_first_boundary(self) -> None:
+        """Before the earliest boundary of the stream's tables nothing is wanted (when every captured
+        table is snapshotted): confirm the slot there, so a slot made before the publication (by an
+        operator) is never decoded from a point where the publication did not exist yet."""
+        boundaries = self.captured.boundaries.values()
+        if not self.snapshotting or self.cdc.get(cfg.SNAPSHOT_INCLUDE) or not boundaries:
+            return
+        first = min(boundaries)
+        if first > max(self.resume.lsn_commit, self._confirmed, self.slot_start_lsn):
+            self._confirm(first, why="the earliest table boundary: no change before it is wanted")
 
     def _lost(self, error: psycopg.OperationalError) -> RetriableException:
         """The read's connection was lost: drop the read, so that a retried :meth:`poll` reads the slot
@@ -321,13 +386,6 @@ class PostgresCdcSourceTask(SourceTask):
         return RetriableException(f"reading replication slot {self.slot!r} failed: {str(error).strip()}; "
                                   f"the read resumes after the last change handed out")
 
-    def _captured(self, relation: Relation) -> bool:
-        name = (relation.schema, relation.table)
-        known = self._captured_tables.get(name)
-        if known is None:
-            known = self._captured_tables[name] = self.cdc.table_included(*name)
-        return known
-
     def _records(self, item: Item) -> list[SourceRecord]:
         message = item.message
         info = SourceInfo(commit_ts_us=message.commit_ts_us, tx_id=message.xid, lsn=message.lsn,
@@ -340,26 +398,36 @@ class PostgresCdcSourceTask(SourceTask):
             events = self.builder.events(message, info)
             if events:  # none when skipped.operations names the operation
                 self._count(message.relation, message.op, 1)
-        return [self._record(e, item.offset) for e in events]
+        return [self._record(e, self.partition, item.offset) for e in events]
 
-    def _record(self, event, offset: dict) -> SourceRecord:
+    def _record(self, event, partition: dict, offset: dict) -> SourceRecord:
         return SourceRecord(topic=event.topic, key_schema=event.key_schema, key=event.key,
                             value_schema=event.value_schema, value=event.value, headers=event.headers,
-                            source_partition=self.partition, source_offset=offset)
+                            source_partition=partition, source_offset=offset)
+
+    def _captured(self, relation: Relation, commit_lsn: int) -> bool:
+        """Whether the stream sends this change: a captured table's, and for a table the snapshot reads,
+        from its boundary on (:meth:`.partitions.Captured.wants`)."""
+        name = (relation.schema, relation.table)
+        kind = self._filters.get(name)
+        if kind is None:  # 0: not captured; 1: captured, never snapshotted; 2: from its boundary on
+            kind = 0 if not self.cdc.table_included(*name) else \
+                2 if self.snapshotting and self.cdc.snapshot_included(*name) else 1
+            self._filters[name] = kind
+        return kind == 1 or (kind == 2 and self.captured.wants(f"{name[0]}.{name[1]}", commit_lsn))
+
+    def _stream_offset(self) -> dict:
+        read = self._read
+        position = read.confirmable if read is not None else self.resume.lsn_commit
+        tables = self.captured.to_offset(position) if self.snapshotting else None
+        return stream_position(position, read.last_tx if read is not None else None, self._stream_committed, tables)
 
     def _heartbeat(self) -> SourceRecord:
-        """Debezium's heartbeat: it commits an offset at the bound, so the slot confirms while tables are quiet."""
+        """Debezium's heartbeat: it commits an offset at the position the slot may be confirmed to, so the
+        slot confirms while the captured tables are quiet."""
+        self.heartbeats.reset()
         prefix = str(self.cdc.get(cfg.HEARTBEAT_TOPIC_PREFIX) or "__debezium-heartbeat")
-        now_ms = time.time_ns() // 1_000_000
-        tx, position = self._read.last_tx, self._read.confirmable
-        offset = {"lsn": position, "lsn_proc": position, "lsn_commit": position,
-                  "txId": tx[0] if tx else (self.committed or {}).get("txId"),
-                  "ts_usec": tx[1] if tx else (self.committed or {}).get("ts_usec")}
-        return SourceRecord(topic=f"{prefix}.{self.cdc.topic_prefix}", key_schema=HEARTBEAT_KEY_SCHEMA,
-                            key=Struct(HEARTBEAT_KEY_SCHEMA).put("serverName", self.cdc.topic_prefix),
-                            value_schema=HEARTBEAT_VALUE_SCHEMA,
-                            value=Struct(HEARTBEAT_VALUE_SCHEMA).put("ts_ms", now_ms),
-                            source_partition=self.partition, source_offset=offset)
+        return heartbeat_record(self.cdc.topic_prefix, prefix, self.partition, self._stream_offset())
 
     def _count(self, relation: Relation, op: str, n: int) -> None:
         tables = self.metrics.setdefault("tables", {})
@@ -398,7 +466,8 @@ class PostgresCdcSourceTask(SourceTask):
                     self.metrics["lsn_after"] = self.metrics["wal_after"]["confirmed_flush_lsn"]
             except psycopg.Error as e:
                 log.warning("connector %s: slot %s not described after the run: %s", self.name, self.slot, e)
-        if self.drop_on_stop and self._final_commit and self._control is not None and not self._control.closed:
+        if self.drop_on_stop and self.streams and self._final_commit and self._control is not None \
+                and not self._control.closed:
             try:  # only after a run that read everything it was to read; a failed run keeps the slot
                 slots.drop_slot(self._control, self.slot)
                 log.warning("connector %s: slot %s dropped (slot.drop.on.stop=true)", self.name, self.slot)
@@ -419,14 +488,11 @@ class PostgresCdcSourceTask(SourceTask):
         self._stream_conn = self._holder = self._control = None
 
 
-def _python_encoding(conn: psycopg.Connection) -> str:
-    """The database's encoding as Python names it (pgoutput sends text in the server's encoding)."""
-    name = conn.execute("SHOW server_encoding").fetchone()[0]
-    if name.upper() in ("UTF8", "UNICODE"):
-        return "utf-8"
-    try:
-        from psycopg._encodings import pg2pyenc  # psycopg's own table of PostgreSQL -> Python names
+def _canonical(partition: dict) -> str:
+    from airflow_copycat.connect.assignment import canonical
 
-        return pg2pyenc(name.encode())
-    except Exception:  # noqa: BLE001 -- SQL_ASCII and the like: bytes as they come
-        return "latin-1"
+    return canonical(partition)
+
+
+def _tables_of(offset) -> dict | None:
+    return None if not offset else offset.get(parts.TABLES_KEY)

@@ -14,7 +14,11 @@ its offset already says so. Positions are integers, as Debezium writes them.
 **Resuming** from a committed offset (:class:`Resume`, also from an offset Debezium wrote):
 transactions that committed before ``lsn_commit`` are skipped whole (the slot, confirmed at
 most that far, may send them again); in the transaction ``txId``, changes up to ``lsn`` are
-skipped (a run that stopped inside a transaction). A transaction is never split in a way that
+skipped (a run that stopped inside a transaction). ``lsn_commit`` means what it means in
+Debezium's offsets: the end LSN of the last transaction sent (Debezium stores the position of
+the COMMIT message, which the walsender sets to the transaction's ``end_lsn``); a transaction
+whose commit record starts before it ends at or before it, which is Debezium's "COMMIT LSN not
+greater than the stored one" rule. A transaction is never split in a way that
 loses part of it: PostgreSQL decodes committed transactions only, whole, however early they
 began, and the slot is confirmed only to the end of a transaction all of whose changes were
 handed out -- or, once the read is exhausted, to the read's bound, before which nothing of the
@@ -65,19 +69,23 @@ class Item:
 class StreamRead:
     """The captured changes of one read of the slot (see the module docstring).
 
-    ``messages`` yields ``(lsn, pgoutput bytes)``; ``captured(relation)`` says whether a table's
-    changes are wanted; ``bound`` is the position the read was asked to reach.
+    ``messages`` yields ``(lsn, pgoutput bytes)``; ``captured(relation, commit_lsn)`` says whether a
+    table's changes in the transaction whose commit record is at ``commit_lsn`` are wanted (a table
+    snapshotted later is wanted only from its boundary on, see :mod:`.partitions`); ``bound`` is the
+    position the read was asked to reach; ``extra`` is added to every offset (the stream's tables).
     :attr:`confirmable` is the position up to which every captured change was handed out by
     :meth:`take` (0 before any); :attr:`exhausted` is set once the read ended.
     """
 
     def __init__(self, messages: Iterator[tuple[int, bytes]], decoder: PgOutputDecoder, resume: Resume,
-                 bound: int, captured: Callable[[Relation], bool]):
+                 bound: int, captured: Callable[[Relation, int], bool], extra: dict | None = None):
         self._messages = messages
         self.decoder = decoder
         self.resume = resume
         self.bound = bound
         self.captured = captured
+        self.extra = dict(extra or {})
+        self._final_lsn = 0  # the commit record of the transaction being read
         self.confirmable = 0
         self.exhausted = False
         self.last_tx: tuple[int, int] | None = None  # (xid, commit time) of the last complete transaction
@@ -113,7 +121,8 @@ class StreamRead:
                 if self._skip_tx or not self._wanted(message):
                     continue
                 if isinstance(message, Truncate):  # only the captured tables of a TRUNCATE a, b, ...
-                    message = replace(message, relations=tuple(r for r in message.relations if self.captured(r)))
+                    message = replace(message, relations=tuple(r for r in message.relations
+                                                               if self.captured(r, self._final_lsn)))
                 if self._held is not None:
                     out.append(self._item(self._held, self._last_end))
                 self._held, self._held_last_commit = message, self._last_commit
@@ -122,6 +131,7 @@ class StreamRead:
             elif isinstance(message, Begin):
                 r = self.resume
                 self._skip_tx = message.final_lsn < r.lsn_commit
+                self._final_lsn = message.final_lsn
             elif isinstance(message, Commit):
                 if self._held is not None:
                     out.append(self._item(self._held, message.end_lsn))
@@ -148,14 +158,16 @@ class StreamRead:
         if r.tx_id is not None and message.xid == r.tx_id and message.lsn <= r.lsn:
             return False  # handed out (and committed) by an earlier run that stopped inside this transaction
         if isinstance(message, Truncate):
-            return any(self.captured(rel) for rel in message.relations)
-        return self.captured(message.relation)
+            return any(self.captured(rel, self._final_lsn) for rel in message.relations)
+        return self.captured(message.relation, self._final_lsn)
 
     def _item(self, message: Change | Truncate, lsn_commit: int) -> Item:
         self.changes += 1
         kind = "TRUNCATE" if isinstance(message, Truncate) else MESSAGE_TYPES[message.op]
         offset = {"lsn": message.lsn, "lsn_proc": message.lsn, "lsn_commit": lsn_commit, "txId": message.xid,
                   "ts_usec": message.commit_ts_us, "messageType": kind}
+        if self.extra:
+            offset.update(self.extra)
         return Item(message, offset, self._held_last_commit)
 
     def close(self) -> None:
