@@ -52,6 +52,12 @@ def get_provider_info() -> dict:
         "triggers": [
             {"integration-name": "Copycat", "python-modules": ["airflow_copycat.triggers.partitions"]},
         ],
+        # the run task's link to its Spark application (Airflow resolves serialized DAGs' links through these)
+        "extra-links": ["airflow_copycat.operators.links.SparkApplicationLink"],
+        # the offsets page; also the entry point airflow.plugins (loaded when providers are discovered lazily)
+        "plugins": [
+            {"name": "copycat_offsets", "plugin-class": "airflow_copycat.plugins.offsets_plugin.CopycatOffsetsPlugin"},
+        ],
     }
     if not _kafka_provider_installed():
         info["connection-types"] = [

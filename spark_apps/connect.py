@@ -239,12 +239,24 @@ class Cancel:
         return list(self._spark.interruptTag(self._tag) or [])
 
 
+def _application(spark) -> dict[str, Any]:
+    """The server's Spark application as the session sees it: ``{"app_id", "ui_port"}`` (``ui_port``
+    ``None`` when its UI is off); ``{}`` when the server does not say (the run's result stands)."""
+    try:
+        ui_on = str(spark.conf.get("spark.ui.enabled", "true")).lower() != "false"
+        return {"app_id": spark.conf.get("spark.app.id", None),
+                "ui_port": (spark.conf.get("spark.ui.port", None) or "4040") if ui_on else None}
+    except Exception:  # noqa: BLE001 -- a convenience for the operator's link
+        return {}
+
+
 def run_group_over_connect(url: str, group: dict, worker_props: Mapping[str, Any],
                            secrets: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
                            cancel: Cancel | None = None,
                            spark_progress: Callable[[int, int, int], None] | None = None) -> dict:
     """Run one task group on the Spark Connect server at ``url``, one Spark task per task config,
-    and return the group result. Raises if the server cannot be reached or the job fails as a
+    and return the group result, with the server's application under ``spark_application``
+    (:func:`_application`, read in the same session). Raises if the server cannot be reached or the job fails as a
     whole (a failed task only fails its own result), or was interrupted through ``cancel``.
     ``spark_progress(done, total, running)``: the job's tasks, from the session's progress
     handler, while it runs (see :func:`spark_apps.task_group.run_group_on_spark`)."""
@@ -256,8 +268,10 @@ def run_group_over_connect(url: str, group: dict, worker_props: Mapping[str, Any
             attached = True
             if cancel is not None:
                 cancel.attach(spark, _job_tag(group))
-            return run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}),
-                                      spark_progress=spark_progress)
+            result = run_group_on_spark(spark, group, dict(worker_props), dict(secrets or {}),
+                                        spark_progress=spark_progress)
+            result["spark_application"] = _application(spark)
+            return result
     except Exception as e:
         if attached and (cancel is None or not cancel.cancelled) and _server_gone(e, url):
             raise ConnectionError(

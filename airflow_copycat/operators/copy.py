@@ -16,9 +16,10 @@ except ImportError:  # Airflow < 3.1
 from ..connect.errors import ConfigException
 from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
-from . import metrics
+from . import lineage, metrics
 from .finish import asset_alias
 from ..hooks.secrets import connector_secrets
+from ..hooks.storage import resolve_storage_connections
 from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 
@@ -50,6 +51,8 @@ class CopycatCopyPlanOperator(BaseOperator):
         raw = load_connector_config(self.copy_config)
         connector_secrets(raw)
         try:
+            raw = resolve_storage_connections(raw)  # source.url / target.url naming Airflow connections
+            connector_secrets(raw)
             plan = copy_job.make_copy_plan(raw, max_tasks=_optional_int(self.max_tasks),
                                            max_groups=_optional_int(self.max_groups))
         except ConfigException as e:
@@ -68,11 +71,13 @@ class CopycatCopyPublishOperator(BaseOperator):
     """Publishes every dataset whose files all copied, each atomically through its
     write-ahead log, and records the summary (XCom): bytes, files and throughput per
     dataset and per task, what was reused from staging, what failed. Emits an Airflow
-    Asset event per published dataset (``<target.url>/<dataset>``) through the alias
-    ``copycat/<name>``. Fails, after publishing the others, when a dataset could not be
-    published (its files stay staged for the next run to reuse). Runs once the run tasks
-    are done, also when one failed (trigger rule ``all_done``): what the other groups
-    staged is published; the failed group's datasets are not.
+    Asset event per published dataset (``<target.url>/<dataset>`` as a URI: ``file:///...`` for a
+    local path, credentials dropped; see :mod:`.lineage`) through the alias ``copycat/<name>``;
+    with the OpenLineage provider installed, the task's OpenLineage events name the same datasets as
+    outputs, ``<source.url>/<dataset>`` as inputs, with their file and byte counts. Fails, after
+    publishing the others, when a dataset could not be published (its files stay staged for the
+    next run to reuse). Runs once the run tasks are done, also when one failed (trigger rule
+    ``all_done``): what the other groups staged is published; the failed group's datasets are not.
 
     :param copy_config: the job's config (its secrets open the target). (templated)
     :param plan_task_id: the plan task. :param run_task_id: the mapped run task.
@@ -97,6 +102,8 @@ class CopycatCopyPublishOperator(BaseOperator):
         ti = context["ti"]
         raw = load_connector_config(self.copy_config)
         connector_secrets(raw)
+        raw = resolve_storage_connections(raw)
+        connector_secrets(raw)
         plan = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
         if not plan:
             raise AirflowException(f"no plan in XCom of task {self.plan_task_id} (did planning fail?)")
@@ -104,22 +111,37 @@ class CopycatCopyPublishOperator(BaseOperator):
         if isinstance(results, dict):
             results = [results]
         summary = copy_job.publish_copy(plan, [r for r in results if r], raw)
+        self._lineage_run = (plan, summary)  # for get_openlineage_facets_on_complete / _on_failure
         for line in copy_job.summary_lines(summary):
             self.log.info("%s", line)
         alias = asset_alias(self.name)
         if any(getattr(o, "name", None) == alias.name for o in self.outlets):
             events = context["outlet_events"][alias]
-            target = str(summary["target"]).rstrip("/")
-            for d in summary["datasets"]:
-                if d.get("status") == "published":
-                    uri = f"{target}/{d['dataset']}" if d["dataset"] else target
-                    events.add(Asset(uri=uri, name=uri), extra={
-                        "copy": self.name, "files": d.get("published_files", 0), "bytes": d.get("published_bytes", 0),
-                        "deleted": d.get("deleted", 0)})
+            deleted = {d["dataset"]: d.get("deleted", 0) for d in summary["datasets"]}
+            for d in lineage.copy_datasets(plan, summary)[1]:
+                uri = d.location.uri
+                events.add(Asset(uri=uri, name=uri), extra={
+                    "copy": self.name, "files": d.files or 0, "bytes": d.bytes or 0,
+                    "deleted": deleted.get(d.dataset, 0)})
         metrics.copy_finished(summary, getattr(context.get("dag"), "dag_id", None))
         if summary["status"] != "ok":
             raise AirflowException("copy failed:\n" + "\n".join(summary["failures"]))
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The OpenLineage provider's ``OperatorLineage``: per published dataset, its source
+        directory as input and its target directory as output (:func:`.lineage.copy_datasets`), with
+        the files and bytes published. Empty when execute() failed before publishing."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        state = getattr(self, "_lineage_run", None)
+        if state is None:
+            return OperatorLineage()
+        return lineage.operator_lineage(*lineage.copy_datasets(*state))
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        """As on completion: the datasets that were published before the run failed."""
+        return self.get_openlineage_facets_on_complete(task_instance)
 
 
 def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None = None,

@@ -12,7 +12,7 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..runtime import windows
 from ..runtime.offsets import offset_store
 from ..runtime.result import summarize
-from . import metrics
+from . import lineage, metrics
 
 
 def asset_alias(connector: str) -> AssetAlias:
@@ -30,10 +30,15 @@ class CopycatFinishOperator(BaseOperator):
     store (tombstones; ``window.offsets_deleted`` in the summary says how many): only retries
     of the same plan read them, and there are none left (see
     :func:`airflow_copycat.runtime.windows.finished`). Emits one Airflow Asset event per destination that received
-    records -- ``kafka://<bootstrap>/<topic>`` for sources, the connector's
-    ``asset_uris`` for sinks -- through the alias ``copycat/<connector>``, with
-    the counts and offset ranges as the event's extra, so DAGs scheduled on those
-    assets run when data arrives.
+    records -- ``kafka://<first bootstrap server>/<topic>`` for sources, the tables, files or
+    directories a sink wrote (named by :mod:`.lineage`, as OpenLineage names them) -- through the
+    alias ``copycat/<connector>``, with the counts and offset ranges as the event's extra, so DAGs
+    scheduled on those assets run when data arrives.
+
+    With the OpenLineage provider installed, the task's OpenLineage events name the datasets the
+    run read and wrote, with the same names as the Asset events, their row and byte counts, their
+    schemas where known and, for a JDBC source reading whole tables without transforms, the column
+    lineage (:meth:`get_openlineage_facets_on_complete`).
 
     Runs when no upstream task failed and one succeeded (trigger rule
     ``none_failed_min_one_success``; make the plan task a direct upstream too): so
@@ -73,6 +78,7 @@ class CopycatFinishOperator(BaseOperator):
         if isinstance(results, dict):
             results = [results]
         summary = summarize(plan, [r for r in results if r])
+        self._lineage_run = (plan, summary)  # for get_openlineage_facets_on_complete / _on_failure
         self.log.info("%s connector %s: %s records, %s bytes, %s tolerated errors (%s dead-lettered), "
                       "%s filtered by transforms, %s retries",
                       summary["kind"], summary["connector"], summary["records"], summary["bytes"], summary["errors"],
@@ -90,6 +96,33 @@ class CopycatFinishOperator(BaseOperator):
             summary["window"] = dict(plan["window"], offsets_deleted=self._forget_window(plan))
         self._emit_assets(context, plan, summary)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The OpenLineage provider's ``OperatorLineage`` of this run: the datasets it read and wrote
+        (:func:`.lineage.connector_datasets`), with counts, schemas (read from the database for JDBC
+        tables) and column lineage where known. Empty when execute() did not get as far as a summary."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        state = getattr(self, "_lineage_run", None)
+        if state is None:
+            return OperatorLineage()
+        plan, summary = state
+        inputs, outputs = lineage.connector_datasets(plan, summary, columns=self._table_columns(plan, summary))
+        return lineage.operator_lineage(inputs, outputs)
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        """As on completion: what a failed run moved before it failed (what it committed stays)."""
+        return self.get_openlineage_facets_on_complete(task_instance)
+
+    def _table_columns(self, plan: dict, summary: dict) -> dict:
+        """The columns of the database tables this run read or wrote (JDBC connectors, CDC), best effort."""
+        inputs, outputs = lineage.connector_datasets(plan, summary)
+        tables = [d.table for d in inputs + outputs if d.table]
+        if not tables:
+            return {}
+        columns = lineage.table_columns(plan.get("config") or {}, tables)
+        self.log.debug("OpenLineage: columns of %d of %d table(s) read", len(columns), len(tables))
+        return columns
 
     def _forget_window(self, plan: dict) -> int:
         """Tombstone the finished window's offsets; how many partitions' offsets were deleted."""
@@ -113,33 +146,38 @@ class CopycatFinishOperator(BaseOperator):
 
 
 def destinations(plan: dict, summary: dict) -> dict[str, dict]:
-    """Asset URI -> event extra, for every destination that received records in this run."""
+    """Asset URI -> event extra, for every destination that received records in this run. The URIs
+    are those of the OpenLineage output datasets (:func:`.lineage.connector_datasets`); a third-party
+    sink naming no datasets (``asset_uris`` empty) announces ``copycat://<connector>/<topic>``, a
+    table whose database is not known ``copycat://<connector>/<table>``."""
     out: dict[str, dict] = {}
-    if plan["kind"] == "source":
-        bootstrap = str(plan.get("bootstrap_servers") or "kafka").split(",")[0]
+    _, outputs = lineage.connector_datasets(plan, summary)
+    for d in outputs:
+        if plan["kind"] == "source":
+            extra: dict[str, Any] = {"connector": plan["connector"], "records": d.rows}
+            if plan.get("window"):  # a backfill: which interval these records are
+                extra["window"] = {k: plan["window"][k] for k in ("start", "end")}
+        elif d.table is not None:  # a sink writing tables: one event per table
+            extra = {"connector": plan["connector"], "table": d.table, **summary["tables"][d.table]}
+        elif d.topic is not None:
+            extra = {"connector": plan["connector"], "topic": d.topic, "records": d.rows,
+                     "offsets": _offset_ranges(summary, d.topic)}
+        else:  # one destination of every topic (a file)
+            extra = {"connector": plan["connector"], "records": d.rows}
+        out[d.location.uri] = extra
+    named = {d.table for d in outputs if d.table}
+    for table, counts in (summary.get("tables") or {}).items() if plan["kind"] != "source" else ():
+        if table not in named:  # a table of a database whose URL the plan does not show
+            out[f"copycat://{plan['connector']}/{table}"] = {"connector": plan["connector"], "table": table, **counts}
+    if plan["kind"] != "source" and not outputs and not summary.get("tables"):
         for topic, n in summary["topics"].items():
             if n:
-                out[f"kafka://{bootstrap}/{topic}"] = {"connector": plan["connector"], "records": n}
-                if plan.get("window"):  # a backfill: which interval these records are
-                    out[f"kafka://{bootstrap}/{topic}"]["window"] = {k: plan["window"][k] for k in ("start", "end")}
-        return out
-    from ..runtime import plugins
-
-    cls = plugins.resolve_connector(plan["config"]["connector.class"])
-    table_uri = getattr(cls, "table_asset_uri", None)
-    if table_uri is not None and summary.get("tables"):  # a sink writing tables: one event per table
-        for table, counts in summary["tables"].items():
-            uri = table_uri(plan["config"], table) or f"copycat://{plan['connector']}/{table}"
-            out[uri] = {"connector": plan["connector"], "table": table, **counts}
-        return out
-    for topic, n in summary["topics"].items():
-        if not n:
-            continue
-        ranges = {
-            str(p["partition"][1]): [p["offset_before"], p["offset_after"]]
-            for p in summary["partitions"]
-            if p["partition"][0] == topic and p["records"]
-        }
-        for uri in cls.asset_uris(plan["config"], topic) or [f"copycat://{plan['connector']}/{topic}"]:
-            out[uri] = {"connector": plan["connector"], "topic": topic, "records": n, "offsets": ranges}
+                out[f"copycat://{plan['connector']}/{topic}"] = {
+                    "connector": plan["connector"], "topic": topic, "records": n,
+                    "offsets": _offset_ranges(summary, topic)}
     return out
+
+
+def _offset_ranges(summary: dict, topic: str) -> dict[str, list]:
+    return {str(p["partition"][1]): [p["offset_before"], p["offset_after"]]
+            for p in summary["partitions"] if p["partition"][0] == topic and p["records"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -14,12 +15,14 @@ from airflow.sdk import BaseOperator
 
 from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
+from ..hooks.storage import resolve_storage_connections
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
 from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
 from . import metrics
 from ..hooks.secrets import connector_secrets
+from .links import SPARK_APPLICATION_KEY, UI_URL_EXTRA, SparkApplicationLink, application_url
 
 
 GROUP_LABEL = "copycat_group_label"
@@ -56,6 +59,10 @@ def spark_connection(conn_id: str):
         return Connection(conn_id=conn_id, conn_type="spark", host=LOCAL_MASTER)
 
 
+_APP_ID = re.compile(r"\b(application_\d+_\d+|app-\d{14}-\d{4,}|local-\d{10,}|spark-[0-9a-f]{32})\b")
+"""Application ids as spark-submit and the driver log them: YARN, standalone, local, Kubernetes."""
+
+
 @functools.cache
 def submit_hook_class() -> type:
     """The Spark provider's ``SparkSubmitHook``, reading its connection through :func:`spark_connection`
@@ -63,11 +70,24 @@ def submit_hook_class() -> type:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     class SubmitHook(SparkSubmitHook):
-        """The Spark provider's hook, reading its connection through :func:`spark_connection`."""
+        """The Spark provider's hook, reading its connection through :func:`spark_connection`, and
+        noting the application id spark-submit logs (``copycat_app_id``) in every deploy mode."""
+
+        copycat_app_id: str | None = None
 
         @classmethod
         def get_connection(cls, conn_id: str):
             return spark_connection(conn_id)
+
+        def _process_spark_submit_log(self, itr):
+            def watched():
+                for line in itr:
+                    found = None if self.copycat_app_id else _APP_ID.search(str(line))
+                    if found:
+                        self.copycat_app_id = found.group(1)
+                    yield line
+
+            return super()._process_spark_submit_log(watched())
 
     return SubmitHook
 
@@ -91,6 +111,12 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     Returns the group result (XCom); fails if any task failed, after the others
     finished, so a retry of this task instance re-runs the group from committed offsets.
+
+    The task instance has an extra link, "Spark application", to the Spark application that ran
+    the group: its id and URL are pushed to XCom key ``spark_application`` (see
+    :mod:`~airflow_copycat.operators.links`: the URL comes from the connection's extra
+    ``spark_ui_url``, a template such as ``https://history.example.com/history/{app_id}/jobs/``, or
+    is a Spark Connect server's UI; empty when unknown, e.g. in process).
 
     While the group runs, the task log shows a progress line every ``progress.interval.ms``
     of the worker config (default 30 s): tasks done of total, records (files, for a copy
@@ -121,6 +147,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
     ui_color = "#f8e8c8"
+    operator_extra_links = (SparkApplicationLink(),)
 
     def __init__(
         self,
@@ -152,7 +179,8 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
         context[GROUP_LABEL] = describe_group(group)  # the mapped instance's label: see MAP_INDEX_TEMPLATE
-        secrets = connector_secrets(resolve_db_connection(connector_config.load_connector_config(self.connector_config)))
+        secrets = connector_secrets(resolve_storage_connections(resolve_db_connection(
+            connector_config.load_connector_config(self.connector_config))))
         # a copy job (Distcp) needs no Kafka connection
         worker_props = dict(self.worker_config or {}) if group["kind"] == "copy" else self.hook.worker_props(
             self.worker_config)
@@ -165,8 +193,12 @@ class CopycatRunTaskGroupOperator(BaseOperator):
                 result = run_group(group, progress.task_props, secrets, listener=progress.record)
             elif self._spark_conn_type() == "spark_connect":
                 result = self._run_over_connect(group, progress.task_props, secrets, progress)
+                self._push_application(context, self._connect_application(result.pop("spark_application", None)))
             else:
-                result = self._submit(group, progress.task_props, secrets)
+                try:
+                    result = self._submit(group, progress.task_props, secrets)
+                finally:
+                    self._push_application(context, self._submitted_application())
         self.log.info("%s", progress.final_line(result))
         metrics.group_finished(result, time.monotonic() - started, getattr(context.get("dag"), "dag_id", None))
         for t in result["tasks"]:
@@ -186,6 +218,42 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             context["ti"].xcom_push(key="failed_result", value=result)
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
+
+    def _push_application(self, context, app: dict | None) -> None:
+        """XCom ``spark_application`` for the extra link (:mod:`.links`)."""
+        if not app:
+            return
+        context["ti"].xcom_push(key=SPARK_APPLICATION_KEY, value=app)
+        self.log.info("Spark application: %s%s", app.get("app_id") or "id not known",
+                      f", {app['url']}" if app.get("url") else "")
+
+    def _connect_application(self, app: dict | None) -> dict | None:
+        """The Spark Connect server's application and the link's URL, from what the group's own session
+        read (``spark_application`` of :func:`spark_apps.connect.run_group_over_connect`)."""
+        if app is None:
+            return None
+        conn = spark_connection(self.spark_conn_id)
+        app_id, ui = app.get("app_id"), None
+        if app.get("ui_port"):
+            host = re.sub(r"^sc://", "", str(conn.host or "localhost")).split("/")[0].split(":")[0]
+            ui = f"http://{host}:{app['ui_port']}/jobs/"
+        return {"app_id": app_id, "cluster": "spark_connect",
+                "url": application_url(app_id, _extra(conn).get(UI_URL_EXTRA), default=ui)}
+
+    def _submitted_application(self) -> dict | None:
+        """The application spark-submit ran, as far as its log said (YARN, Kubernetes, standalone)."""
+        hook = getattr(self, "_submit_hook", None)
+        if hook is None:
+            return None
+        master = str(hook._connection.get("master") or "")
+        pod = getattr(hook, "_kubernetes_driver_pod", None)
+        app_id = (getattr(hook, "_yarn_application_id", None) or getattr(hook, "_kubernetes_application_id", None)
+                  or hook.copycat_app_id)
+        cluster = ("yarn" if master.startswith("yarn") else "kubernetes" if master.startswith("k8s")
+                   else "standalone" if master.startswith("spark://") else "local")
+        template = _extra(spark_connection(self.spark_conn_id)).get(UI_URL_EXTRA)
+        return {"app_id": app_id, "cluster": cluster, "driver_pod": pod,
+                "url": application_url(app_id, template, driver_pod=pod)}
 
     def _log_progress(self, line: str) -> None:
         self.log.info("%s", line)
@@ -266,3 +334,10 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         if result is None:
             raise AirflowException(f"the Spark application wrote no result to {result_path} ({submit_error})")
         return result
+
+
+def _extra(conn) -> dict:
+    try:
+        return conn.extra_dejson if conn.extra else {}
+    except Exception:  # noqa: BLE001 -- an extra that is not JSON holds no template
+        return {}

@@ -32,7 +32,7 @@ def test_copy_dag_publishes_datasets_reports_them_and_announces_each(make_copy_d
     # And the publish task announced the published dataset through the job's alias
     events = result.asset_events()
     assert [(e["uri"], e["extra"]["files"], e["aliases"]) for e in events] == [
-        (f"{dst}/orders", 1, [f"copycat/mirror-{unique}"])]
+        (f"file://{dst}/orders", 1, [f"copycat/mirror-{unique}"])]  # as OpenLineage names it (operators/lineage.py)
     assert "dataset orders: published" in result.log
     # And the run task's log ended its progress with what the group copied
     assert final_line(result.log, 0, f"mirror-{unique}", unit="files") == Line(1, 1, 1)

@@ -124,7 +124,8 @@ def test_secrets_reach_the_task_but_no_xcom_file_or_log(
     xcoms = result.xcoms()
     assert {(t, k) for t, _, k, _ in xcoms} == {(f"{group}.plan", "plan"), (f"{group}.plan", "return_value"),
                                               (f"{group}.plan", "live_assignment"),
-                                              (f"{group}.run", "return_value"), (f"{group}.finish", "return_value")}
+                                              (f"{group}.run", "return_value"), (f"{group}.finish", "return_value"),
+                                              (f"{group}.run", "_link_SparkApplicationLink")}  # "" in process
     for _, _, _, value in xcoms:
         assert credential not in json.dumps(value) and password not in json.dumps(value)
     plan = result.xcom(f"{group}.plan", key="plan")

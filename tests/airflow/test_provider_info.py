@@ -45,6 +45,24 @@ def test_airflow_providers_list_shows_the_provider(cli_env):
     assert "apache-airflow-providers-apache-spark" in providers  # one broken provider hides none
 
 
+def test_airflow_loads_the_offsets_page_plugin_from_the_entry_point_the_provider_info_names(cli_env):
+    from importlib.metadata import entry_points
+
+    from airflow.plugins_manager import is_valid_plugin
+
+    (listed,) = get_provider_info()["plugins"]
+    (entry,) = [e for e in entry_points(group="airflow.plugins") if e.name == listed["name"]]
+    assert entry.value.replace(":", ".") == listed["plugin-class"]
+    assert is_valid_plugin(entry.load()) and entry.load().name == listed["name"]
+    out = subprocess.run([str(Path(sys.executable).parent / "airflow"), "plugins", "-o", "json"],
+                         env=cli_env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    plugins = {p["name"]: p for p in json.loads(out.stdout[out.stdout.index("["):])}
+    page = plugins[listed["name"]]
+    assert [a["url_prefix"] for a in page["fastapi_apps"]] == ["/copycat"]
+    assert [(v["href"], v["category"]) for v in page["external_views"]] == [("/copycat/offsets", "browse")]
+
+
 def test_every_module_the_provider_lists_imports_and_holds_what_it_says():
     info = get_provider_info()
     for section, base in (("operators", BaseOperator), ("hooks", BaseHook)):
@@ -61,6 +79,15 @@ def test_every_module_the_provider_lists_imports_and_holds_what_it_says():
         assert hook.conn_type == conn["connection-type"]
 
 
+def test_the_run_operators_extra_link_is_registered_with_the_providers_manager():
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_copycat.operators.links import SparkApplicationLink
+
+    assert "airflow_copycat.operators.links.SparkApplicationLink" in ProvidersManager().extra_links_class_names
+    assert [type(link) for link in CopycatRunTaskGroupOperator.operator_extra_links] == [SparkApplicationLink]
+
+
 def test_the_kafka_connection_type_is_served_by_the_copycat_hook_unless_the_kafka_provider_is():
     from importlib.metadata import PackageNotFoundError, distribution
 
@@ -68,11 +95,11 @@ def test_the_kafka_connection_type_is_served_by_the_copycat_hook_unless_the_kafk
 
     try:
         distribution("apache-airflow-providers-apache-kafka")
-        pytest.skip("Airflow's Kafka provider is installed: it owns the kafka connection type")
+        owner = ("apache-airflow-providers-apache-kafka", "airflow.providers.apache.kafka.hooks.base.KafkaBaseHook")
     except PackageNotFoundError:
-        pass
+        owner = ("airflow-copycat", "airflow_copycat.hooks.kafka.CopycatKafkaHook")
     hook = ProvidersManagerTaskRuntime().hooks["kafka"]
-    assert (hook.package_name, hook.hook_class_name) == ("airflow-copycat", "airflow_copycat.hooks.kafka.CopycatKafkaHook")
+    assert (hook.package_name, hook.hook_class_name) == owner  # (without the provider: test_hooks.py runs it)
 
 
 @pytest.mark.parametrize("operator", OPERATORS, ids=lambda o: o.__name__)
