@@ -83,15 +83,15 @@ from _common import create_topic, delete_topic, fail, kafka, note, produce_all, 
 from bench_spark_startup import TRIVIAL_APP, spark_submit
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from airflow_copycat.connect.json_converter import _java_float_json
+from airflow_copycat.converters.json_converter import _java_float_json
 from airflow_copycat.runtime import submit
-from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
-from spark_apps.connect import run_group_over_connect
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.offsets import offset_store
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.worker import WorkerConfig
+from airflow_copycat.testing.spark_connect import EmbeddedSparkConnect
+from spark_apps.connect import run_group_over_connect
 
 ROOT = Path(__file__).resolve().parents[1]
 GEN_SQL = ROOT.parent / "shared" / "bench" / "gen_pg_table.sql"
@@ -203,7 +203,7 @@ def with_envelopes(payload: list[tuple[bytes, bytes]], table: str) -> list[tuple
     """The raw payload as the JsonConverter writes it with ``schemas.enable=true``: each key and value
     inside ``{"schema":<its schema>,"payload":...}`` (the schema texts from the converter, the payloads
     as encoded independently by :func:`encode_row`)."""
-    from airflow_copycat.connect.json_converter import JsonConverter
+    from airflow_copycat.converters.json_converter import JsonConverter
 
     key_schema, value_schema = table_schemas(table)
     conv = JsonConverter()
@@ -224,7 +224,7 @@ def avro_rows(table: str, registry_url: str, subject: str) -> list[tuple[bytes, 
     from confluent_kafka.schema_registry import Schema as RegistrySchema
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    from airflow_copycat.connect.avro_converter import AvroConverter
+    from airflow_copycat.converters.avro.converter import AvroConverter
 
     _, value_schema = table_schemas(table)
     conv = AvroConverter()

@@ -71,7 +71,7 @@ from _common import (
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from airflow_copycat.connect import Schema, SchemaBuilder, Struct, Timestamp
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.worker import WorkerConfig

@@ -75,8 +75,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import create_topic, delete_topic, fail, kafka, note, produce_all, profiled, report, timed, uid
 import psycopg
+from _common import create_topic, delete_topic, fail, kafka, note, produce_all, profiled, report, timed, uid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from airflow_copycat.runtime.executor import run_group

@@ -71,8 +71,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4)
     args = ap.parse_args()
     n, parts = args.lines, args.partitions
-    from airflow_copycat.connect.avro_converter import AvroConverter
-    from airflow_copycat.connect.json_converter import JsonConverter
+    from airflow_copycat.converters.avro.converter import AvroConverter
+    from airflow_copycat.converters.json_converter import JsonConverter
     from tests.support.schema_registry import SchemaRegistryServer
 
     with tempfile.TemporaryDirectory(prefix="copycat-bench-") as tmp, kafka() as bootstrap, \

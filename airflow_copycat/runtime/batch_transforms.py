@@ -42,11 +42,11 @@ import pyarrow.compute as pc
 
 from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch
 from ..connect.data import Type
-from ..connect.transforms.fields import HoistField, InsertField, ReplaceField
-from ..connect.transforms.debezium import DELETED_FIELD, ExtractNewRecordState, is_envelope
-from ..connect.transforms.filter import Filter
-from ..connect.transforms.predicates import HasHeaderKey, TopicNameMatches
-from ..connect.transforms.routing import RegexRouter, TimestampRouter
+from ..transforms.debezium import DELETED_FIELD, ExtractNewRecordState, is_envelope
+from ..transforms.fields import HoistField, InsertField, ReplaceField
+from ..transforms.filter import Filter
+from ..transforms.predicates import HasHeaderKey, TopicNameMatches
+from ..transforms.routing import RegexRouter, TimestampRouter
 
 log = logging.getLogger("airflow_copycat.transforms")
 

@@ -28,8 +28,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ..connect.assignment import canonical
 from ..connect.errors import ConnectException, DataException
-from ..connect.json_converter import JsonConverter
 from ..connect.task import OffsetStorageReader
+from ..converters.json_converter import JsonConverter
 from .kafka import admin_client, ensure_topic, read_to_end, topic_config, topic_partition_count
 from .worker import WorkerConfig
 

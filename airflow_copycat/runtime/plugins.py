@@ -55,10 +55,10 @@ CONNECTOR_ALIASES: dict[str, str] = {
     "io.debezium.connector.postgresql.PostgresConnector": _POSTGRES_CDC,
 }
 
-_JSON = "airflow_copycat.connect.json_converter:JsonConverter"
+_JSON = "airflow_copycat.converters.json_converter:JsonConverter"
 _STRING = "airflow_copycat.connect.converters:StringConverter"
 _BYTES = "airflow_copycat.connect.converters:ByteArrayConverter"
-_AVRO = "airflow_copycat.connect.avro_converter:AvroConverter"
+_AVRO = "airflow_copycat.converters.avro.converter:AvroConverter"
 
 CONVERTER_ALIASES: dict[str, str] = {
     "json": _JSON,

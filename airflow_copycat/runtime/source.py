@@ -49,10 +49,10 @@ from confluent_kafka import Producer
 from ..connect.assignment import canonical
 from ..connect.batch import SourceBatch
 from ..connect.connector import task_partitions
-from ..connect.dead_letters import encode_source_record, raw_data_headers
 from ..connect.errors import ConnectException
 from ..connect.records import next_sequence
 from ..connect.task import SourceTask, SourceTaskContext
+from ..converters.dead_letters import encode_source_record, raw_data_headers
 from . import plugins, transactions, windows
 from .batch_producer import BatchProducer, produce, produce_options
 from .errors import ErrorHandler

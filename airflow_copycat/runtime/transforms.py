@@ -251,7 +251,7 @@ def _builtins() -> tuple[dict[str, type], dict[str, type]]:
     by_name: dict[str, type] = {}
     with_variants: dict[str, type] = {}
     for module_name in _BUILTIN_MODULES:
-        module = importlib.import_module(f"airflow_copycat.connect.transforms.{module_name}")
+        module = importlib.import_module(f"airflow_copycat.transforms.{module_name}")
         for obj in list(vars(module).values()):
             if not isinstance(obj, type) or obj.__module__ != module.__name__:
                 continue

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from airflow_copycat.connect import Schema, SchemaBuilder, Struct
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.kafka import admin_client
 from tests.airflow.conftest import DAGS_FOLDER
 

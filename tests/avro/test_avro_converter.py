@@ -21,12 +21,19 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from airflow_copycat.connect import (ConfigException, ConnectException, DataException, RetriableException, Schema,
-                                     SchemaBuilder, Struct)
-from airflow_copycat.connect.avro_converter import AvroConverter
+from airflow_copycat.connect import (
+    ConfigException,
+    ConnectException,
+    DataException,
+    RetriableException,
+    Schema,
+    SchemaBuilder,
+    Struct,
+)
+from airflow_copycat.converters.avro.converter import AvroConverter
 from airflow_copycat.runtime.plugins import make_converter, resolve_converter
-from tests.support.schema_registry import SchemaRegistryServer
 from tests.support.avro_connectors import ORDER_V1, ORDER_V2, order
+from tests.support.schema_registry import SchemaRegistryServer
 
 USER = (SchemaBuilder.struct().name("com.example.User")
         .field("id", Schema.INT64).field("name", Schema.STRING).build())

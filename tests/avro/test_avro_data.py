@@ -15,7 +15,9 @@ import fastavro
 import pytest
 
 from airflow_copycat.connect import DataException, Date, Decimal, Schema, SchemaBuilder, Struct, Time, Timestamp
-from airflow_copycat.connect.avro_data import ANYTHING_SCHEMA, AvroData, compatibility_problems, schema_json
+from airflow_copycat.converters.avro.data import AvroData
+from airflow_copycat.converters.avro.names import ANYTHING_SCHEMA, schema_json
+from airflow_copycat.converters.avro.resolution import compatibility_problems
 from tests.support.avro_connectors import CUSTOMER, ORDER_V1, ORDER_V2, order
 
 UTC = dt.timezone.utc

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_copycat.connect import ConfigException, DataException, Schema, SchemaBuilder, Struct
-from airflow_copycat.connect import avro_single_object
-from airflow_copycat.connect.avro_converter import AvroConverter
-from airflow_copycat.connect.avro_single_object import SchemaStore, fingerprint64, parsing_canonical_form
+from airflow_copycat.converters.avro import single_object as avro_single_object
+from airflow_copycat.converters.avro.converter import AvroConverter
+from airflow_copycat.converters.avro.single_object import SchemaStore, fingerprint64, parsing_canonical_form
 from airflow_copycat.testing.spark_connect import spark_home
 from tests.support.avro_connectors import ORDER_V1, ORDER_V2, order
 from tests.support.java import java_home
@@ -103,7 +103,7 @@ def writer_schema(schema: Schema) -> str:
 def fresh_process(monkeypatch):
     """As in another process: no schema written by a converter of this one is known."""
     monkeypatch.setattr(avro_single_object, "WRITTEN", SchemaStore())
-    import airflow_copycat.connect.avro_converter as module
+    import airflow_copycat.converters.avro.converter as module
 
     monkeypatch.setattr(module, "WRITTEN", avro_single_object.WRITTEN)
 
@@ -271,7 +271,7 @@ def test_java_avro_reads_what_the_converter_writes_and_the_converter_reads_what_
         tmp_path_factory, cases, monkeypatch):
     work = tmp_path_factory.mktemp("java")
     monkeypatch.setattr(avro_single_object, "WRITTEN", SchemaStore())
-    import airflow_copycat.connect.avro_converter as module
+    import airflow_copycat.converters.avro.converter as module
 
     monkeypatch.setattr(module, "WRITTEN", avro_single_object.WRITTEN)
     cases = [(ORDER_V2, [order(n, 2) for n in range(3)])] + cases  # decimals, timestamps, dates, times, int8

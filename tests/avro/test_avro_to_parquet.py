@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from airflow_copycat.connect.avro_data import AvroData
+from airflow_copycat.converters.avro.data import AvroData
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import read_to_end
 from airflow_copycat.runtime.plan import make_plan
@@ -52,7 +52,8 @@ def avro_converter(request, schema_registry_url, monkeypatch):
     if request.param == "registry":
         settings["value.converter.schema.registry.url"] = schema_registry_url
     if request.param == "single-object":
-        from airflow_copycat.connect import avro_converter, avro_single_object
+        from airflow_copycat.converters.avro import converter as avro_converter
+        from airflow_copycat.converters.avro import single_object as avro_single_object
 
         # as in separate processes: what the source's converter wrote is not known to the sink's but by config
         monkeypatch.setattr(avro_converter, "WRITTEN", avro_single_object.SchemaStore())

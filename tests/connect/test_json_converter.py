@@ -27,7 +27,7 @@ import pytest
 from airflow_copycat.connect.converters import SchemaAndValue
 from airflow_copycat.connect.data import Date, Decimal, Schema, SchemaBuilder, Struct, Time, Timestamp
 from airflow_copycat.connect.errors import ConfigException, DataException
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 
 TOPIC = "topic"
 UTC = dt.timezone.utc

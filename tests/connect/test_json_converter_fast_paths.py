@@ -22,7 +22,6 @@ import sys
 
 import pytest
 
-from airflow_copycat.connect import json_converter as jc
 from airflow_copycat.connect.data import (
     Date,
     Decimal,
@@ -33,7 +32,8 @@ from airflow_copycat.connect.data import (
     Timestamp,
     Type,
 )
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters import json_converter as jc
+from airflow_copycat.converters.json_converter import JsonConverter
 from tests.support.slow_paths import slow_paths
 
 UTC = dt.timezone.utc
@@ -438,7 +438,7 @@ def test_float32_fast_path_reads_the_value_of_the_exact_path(bits, offset, digit
     import struct
     from fractions import Fraction
 
-    from airflow_copycat.connect.json_converter import _round_f32, _to_f32
+    from airflow_copycat.converters.json_converter import _round_f32, _to_f32
 
     lo = struct.unpack("<f", struct.pack("<I", bits))[0]
     hi = struct.unpack("<f", struct.pack("<I", min(bits + 1, 0x7F7FFFFF)))[0]

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from airflow_copycat.connect.transforms.dateformat import JavaDateFormat
-from airflow_copycat.connect.transforms.javaregex import JavaReplacement, compile_java
+from airflow_copycat.transforms.dateformat import JavaDateFormat
+from airflow_copycat.transforms.javaregex import JavaReplacement, compile_java
 
 UTC = dt.timezone.utc
 WHEN = dt.datetime(2024, 5, 1, 13, 5, 7, 42000, tzinfo=UTC)  # a Wednesday

@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 from airflow_copycat.connect import SourceBatch
 from airflow_copycat.connect.data import Schema, SchemaBuilder, Struct
 from airflow_copycat.connect.errors import ConfigException
-from airflow_copycat.connect.json_converter import JsonConverter
 from airflow_copycat.connect.records import SinkRecord, SourceRecord
-from airflow_copycat.connect.transforms.debezium import ExtractNewRecordState
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.batch_transforms import apply_chain
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client, read_to_end
 from airflow_copycat.runtime.plan import make_plan
 from airflow_copycat.runtime.transforms import build_chain, resolve
 from airflow_copycat.runtime.worker import WorkerConfig
+from airflow_copycat.transforms.debezium import ExtractNewRecordState
 
 DEBEZIUM = "io.debezium.transforms.ExtractNewRecordState"
 TOPIC = "dbserver1.inventory.customers"

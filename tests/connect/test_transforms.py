@@ -16,8 +16,8 @@ from airflow_copycat.connect.data import Date, Decimal, Schema, SchemaBuilder, S
 from airflow_copycat.connect.errors import ConfigException, DataException
 from airflow_copycat.connect.records import SinkRecord, SourceRecord
 from airflow_copycat.connect.transforms import Predicate, Transformation
-from airflow_copycat.connect.transforms.cast import Cast, java_double_string, java_float_string
-from airflow_copycat.connect.transforms.fields import (
+from airflow_copycat.transforms.cast import Cast, java_double_string, java_float_string
+from airflow_copycat.transforms.fields import (
     ExtractField,
     HoistField,
     InsertField,
@@ -26,13 +26,13 @@ from airflow_copycat.connect.transforms.fields import (
     ValueToKey,
     _parse_path_v2,
 )
-from airflow_copycat.connect.transforms.filter import Filter
-from airflow_copycat.connect.transforms.flatten import Flatten
-from airflow_copycat.connect.transforms.headers import DropHeaders, HeaderFrom, InsertHeader, header_bytes
-from airflow_copycat.connect.transforms.metadata import SetSchemaMetadata
-from airflow_copycat.connect.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
-from airflow_copycat.connect.transforms.routing import RegexRouter, TimestampRouter
-from airflow_copycat.connect.transforms.timestamps import TimestampConverter
+from airflow_copycat.transforms.filter import Filter
+from airflow_copycat.transforms.flatten import Flatten
+from airflow_copycat.transforms.headers import DropHeaders, HeaderFrom, InsertHeader, header_bytes
+from airflow_copycat.transforms.metadata import SetSchemaMetadata
+from airflow_copycat.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
+from airflow_copycat.transforms.routing import RegexRouter, TimestampRouter
+from airflow_copycat.transforms.timestamps import TimestampConverter
 
 UTC = dt.timezone.utc
 

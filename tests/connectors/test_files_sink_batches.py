@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airflow_copycat.connect import Date, Decimal, Schema, SchemaBuilder, SinkTaskContext, Struct, Time, Timestamp
-from airflow_copycat.connect.json_converter import JsonConverter
 from airflow_copycat.connect.sink_batch import SinkBatch
 from airflow_copycat.connectors.files import FilesSinkConnector, FilesSinkTask
+from airflow_copycat.converters.json_converter import JsonConverter
 
 TOPIC = "t"
 

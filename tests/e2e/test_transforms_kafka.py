@@ -30,8 +30,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from airflow_copycat.connect.dead_letters import H_KEY_FORMAT, H_VALUE_FORMAT, decode_source_record
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.dead_letters import H_KEY_FORMAT, H_VALUE_FORMAT, decode_source_record
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client, existing_topics, read_to_end
 from airflow_copycat.runtime.plan import make_plan

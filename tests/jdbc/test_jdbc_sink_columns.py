@@ -24,7 +24,7 @@ from confluent_kafka.admin import NewTopic
 
 from airflow_copycat.connect import Schema, SchemaBuilder, Struct
 from airflow_copycat.connect.data import Date, Decimal, Time, Timestamp
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime import sink as sink_runtime
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client, read_to_end

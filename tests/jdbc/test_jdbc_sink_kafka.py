@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from airflow_copycat.connect import Schema, SchemaBuilder, Struct
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client, read_to_end
 from airflow_copycat.runtime.plan import make_plan

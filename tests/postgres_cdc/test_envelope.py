@@ -13,12 +13,11 @@ import json
 
 import pytest
 
-from airflow_copycat.connect.avro_converter import AvroConverter
-from airflow_copycat.connect.json_converter import JsonConverter
 from airflow_copycat.connectors.postgres_cdc.config import CdcConfig
-from airflow_copycat.connectors.postgres_cdc.envelope import (
-    NEW_KEY_HEADER, OLD_KEY_HEADER, EventBuilder, SourceInfo)
+from airflow_copycat.connectors.postgres_cdc.envelope import NEW_KEY_HEADER, OLD_KEY_HEADER, EventBuilder, SourceInfo
 from airflow_copycat.connectors.postgres_cdc.model import UNCHANGED_TOAST, Change, Column, Relation, Truncate
+from airflow_copycat.converters.avro.converter import AvroConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 
 CONFIG = {"database.hostname": "h", "database.dbname": "postgres", "database.user": "u",
           "topic.prefix": "PostgreSQL_server"}
@@ -238,7 +237,7 @@ def test_a_value_that_does_not_parse_names_the_column(op):
 
 def test_debeziums_flattening_transform_reads_these_events_as_rows():
     from airflow_copycat.connect.records import SourceRecord
-    from airflow_copycat.connect.transforms.debezium import ExtractNewRecordState
+    from airflow_copycat.transforms.debezium import ExtractNewRecordState
 
     unwrap = ExtractNewRecordState()
     unwrap.configure({"delete.tombstone.handling.mode": "rewrite", "add.fields": "op,table,lsn"})

@@ -12,11 +12,17 @@ import uuid
 import psycopg
 import pytest
 
-from airflow_copycat.connect.json_converter import JsonConverter
 from airflow_copycat.connectors.postgres_cdc.config import CdcConfig
 from airflow_copycat.connectors.postgres_cdc.envelope import EventBuilder, SourceInfo
 from airflow_copycat.connectors.postgres_cdc.snapshot import (
-    key_of, load_types, read_table, relation_from_catalog, snapshot_tables, snapshot_transaction)
+    key_of,
+    load_types,
+    read_table,
+    relation_from_catalog,
+    snapshot_tables,
+    snapshot_transaction,
+)
+from airflow_copycat.converters.json_converter import JsonConverter
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from airflow_copycat.connect import Schema, SchemaBuilder, SourceBatch
 from airflow_copycat.connect.converters import ByteArrayConverter, StringConverter
 from airflow_copycat.connect.data import Date, Decimal, Time, Timestamp, Type
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.batch_encoders import batch_encoder, side_columns
 
 UTC = dt.timezone.utc
@@ -192,7 +192,7 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
     import dataclasses
     import uuid
 
-    from airflow_copycat.connect.avro_converter import AvroConverter
+    from airflow_copycat.converters.avro.converter import AvroConverter
 
     batch = dataclasses.replace(batch, topic=f"gen-{uuid.uuid4().hex}")  # a subject of its own: no evolution
     for is_key in (False, True):

@@ -114,7 +114,8 @@ def test_a_value_field_named_like_the_key_column_goes_row_by_row():
 
 
 def test_a_batch_refuses_nanosecond_times_it_could_not_turn_into_records():
-    from airflow_copycat.connect import DataException, SchemaBuilder as B
+    from airflow_copycat.connect import DataException
+    from airflow_copycat.connect import SchemaBuilder as B
     from airflow_copycat.connect.data import Timestamp
 
     schema = B.struct().field("ts", Timestamp.builder().build()).build()

@@ -3,10 +3,9 @@ connectors: files of a FileStreamSource, tables of a SQLite database, topics of 
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from confluent_kafka.admin import NewTopic
-
-import pytest
 
 from airflow_copycat.connect import SourceConnector
 from airflow_copycat.connect.errors import ConfigException, ConnectException

@@ -7,7 +7,7 @@ Jackson's ``ObjectMapper``; here each generated value goes to Java as JSON text,
 ``JsonNode`` and written back by ``ObjectMapper.writeValueAsBytes``, and must equal what
 ``offset_key`` / ``offset_value`` write. Floats are generated with few significant digits (what
 offsets hold: seconds, ratios): JDK 17's ``Double.toString`` prints those as JDK 19+ does (full
-precision doubles may differ between the two JDKs, see ``connect/json_converter.py``).
+precision doubles may differ between the two JDKs, see ``converters/json_converter.py``).
 """
 
 from __future__ import annotations

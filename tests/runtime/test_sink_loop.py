@@ -12,9 +12,17 @@ from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_copycat.connect import ConfigDef, ConfigType, DataException, RetriableException, Schema, SinkConnector, SinkTask
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.connect import (
+    ConfigDef,
+    ConfigType,
+    DataException,
+    RetriableException,
+    Schema,
+    SinkConnector,
+    SinkTask,
+)
 from airflow_copycat.connect.sink_batch import SinkBatch
+from airflow_copycat.converters.json_converter import JsonConverter
 from airflow_copycat.runtime.connector_config import FRAMEWORK_CONFIG
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import admin_client

@@ -11,8 +11,6 @@ import pytest
 from airflow_copycat.connect.data import Schema, SchemaBuilder, Struct
 from airflow_copycat.connect.errors import ConfigException, ConnectException, DataException
 from airflow_copycat.connect.records import SinkRecord, SourceRecord
-from airflow_copycat.connect.transforms.fields import InsertField, MaskField
-from airflow_copycat.connect.transforms.predicates import TopicNameMatches
 from airflow_copycat.runtime.transforms import (
     TRANSFORM_ENTRY_POINT_GROUP,
     TransformChain,
@@ -21,6 +19,8 @@ from airflow_copycat.runtime.transforms import (
     check_transforms,
     resolve,
 )
+from airflow_copycat.transforms.fields import InsertField, MaskField
+from airflow_copycat.transforms.predicates import TopicNameMatches
 
 
 def record(value=None, topic="orders", **kw):
@@ -91,8 +91,8 @@ def test_predicate_limits_a_transform_to_matching_topics():
     "org.apache.kafka.connect.transforms.MaskField$Value",
     "MaskField$Value",
     "MaskField.Value",
-    "airflow_copycat.connect.transforms.fields:MaskField.Value",
-    "airflow_copycat.connect.transforms.fields.MaskField.Value",
+    "airflow_copycat.transforms.fields:MaskField.Value",
+    "airflow_copycat.transforms.fields.MaskField.Value",
 ])
 def test_transform_class_names_resolve(name):
     assert resolve(name) is MaskField.Value

@@ -29,9 +29,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_copycat.connect import ConfigDef, ConfigException, ConfigProblem, ConfigType, SourceConnector, SourceRecord
-from airflow_copycat.connect import SourceTask
-from airflow_copycat.connect.json_converter import JsonConverter
+from airflow_copycat.connect import (
+    ConfigDef,
+    ConfigException,
+    ConfigProblem,
+    ConfigType,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+)
+from airflow_copycat.converters.json_converter import JsonConverter
 
 
 def load_records(config: dict[str, Any]) -> list[dict]:

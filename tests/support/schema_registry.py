@@ -29,7 +29,7 @@ Endpoints (Confluent's paths, bodies, status and error codes)::
 
 Compatibility levels NONE, BACKWARD (the default), BACKWARD_TRANSITIVE, FORWARD,
 FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE are checked with Avro's schema
-resolution rules (:func:`airflow_copycat.connect.avro_data.compatibility_problems`):
+resolution rules (:func:`airflow_copycat.converters.avro.data.compatibility_problems`):
 BACKWARD means the new schema reads data written with the latest one (the
 latest only; ``_TRANSITIVE``: every version); FORWARD that the latest reads the
 new schema's data; FULL both. One schema gets one id in every subject, as in
@@ -57,8 +57,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from airflow_copycat.connect.avro_data import _named_types, _parse, _resolve, avro_name_problems, compatibility_problems
 from airflow_copycat.connect.errors import DataException
+from airflow_copycat.converters.avro.names import avro_name_problems
+from airflow_copycat.converters.avro.resolution import _named_types, _parse, _resolve, compatibility_problems
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 
-from airflow_copycat.connect import json_converter as jc
 from airflow_copycat.connect.data import Schema
 from airflow_copycat.connectors.files import formats
+from airflow_copycat.converters import json_converter as jc
 
 
 def _no_fast_decode(*args):

@@ -17,13 +17,17 @@ with Kafka Connect's syntax, and each may run only when a predicate holds::
     predicates.is-db.type=TopicNameMatches
     predicates.is-db.pattern=db\\..*
 
-The built-ins are Kafka Connect's, with the same keys and behaviour, on
+This module holds the two interfaces. The built-ins live apart from them in
+:mod:`airflow_copycat.transforms` (as Kafka Connect keeps its ``connect-transforms``
+apart from ``connect-api``); they are Kafka Connect's, with the same keys and behaviour, on
 schema'd values (:class:`~airflow_copycat.connect.data.Struct` with a
 :class:`~airflow_copycat.connect.data.Schema`) and on schemaless ones (plain
 dicts, ``value_schema is None``):
 
 =========================  ==================  ===========================================
-family                     module              transforms
+family                     module (of            transforms
+                           ``airflow_copycat.
+                           transforms``)
 =========================  ==================  ===========================================
 fields of a key or value   ``fields``          InsertField, ReplaceField, MaskField,
                                                ValueToKey, ExtractField, HoistField

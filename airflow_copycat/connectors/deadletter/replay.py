@@ -9,7 +9,7 @@ replays nothing twice):
 
 * a **source**'s dead letters are records that never reached Kafka. Each is
   rebuilt as it was (key, value and their schemas from the ``connect-json``
-  envelope the runtime wrote; see :mod:`airflow_copycat.connect.dead_letters`)
+  envelope the runtime wrote; see :mod:`airflow_copycat.converters.dead_letters`)
   and sent to the topic it was headed for, through the *fixed* transforms and
   converters, which the replay config copies from the connector;
 * a **sink**'s dead letters are Kafka records it could not write. Their original
@@ -33,11 +33,16 @@ from typing import Any
 from ...connect import ConfigDef, ConfigType, Schema, SourceConnector, SourceRecord, SourceTask
 from ...connect.config import ConfigProblem, non_empty
 from ...connect.connector import task_partitions
-from ...connect.dead_letters import (
-    ERRORS_HEADER_PREFIX, FORMAT_ENVELOPE, H_ORIGINAL_TOPIC, H_RECORD_TOPIC, H_VALUE_FORMAT, RECORD_HEADER_PREFIX,
+from ...connect.errors import ConnectException, DataException, RetriableException
+from ...converters.dead_letters import (
+    ERRORS_HEADER_PREFIX,
+    FORMAT_ENVELOPE,
+    H_ORIGINAL_TOPIC,
+    H_RECORD_TOPIC,
+    H_VALUE_FORMAT,
+    RECORD_HEADER_PREFIX,
     decode_source_record,
 )
-from ...connect.errors import ConnectException, DataException, RetriableException
 
 DLQ_TOPIC_CONFIG = "dlq.topic"
 REPLAY_TOPIC_CONFIG = "replay.topic"

@@ -83,7 +83,7 @@ class JsonLinesFormat(RecordFormat):
     (``.json.gz``, no timestamp in the gzip header, so reruns write identical bytes)."""
 
     def __init__(self, compression: str = "none", level: int = -1):
-        from ...connect.json_converter import JsonConverter  # imported on use
+        from ...converters.json_converter import JsonConverter  # imported on use
 
         if compression not in ("none", "gzip"):
             raise ValueError(f"unknown s3.compression.type {compression!r}; use none or gzip")
@@ -142,7 +142,8 @@ def _parquet_avro_schema(schema: Schema | None) -> bytes | None:
         return None
 
     def compute(s: Schema) -> bytes | None:
-        from ...connect.avro_data import AvroData, schema_json
+        from ...converters.avro.data import AvroData
+        from ...converters.avro.names import schema_json
 
         try:
             return schema_json(AvroData(cache_size=0).from_connect_schema(s)).encode("utf-8")

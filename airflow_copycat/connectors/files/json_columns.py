@@ -40,7 +40,7 @@ from itertools import repeat
 from typing import Any, Sequence
 
 from ...connect.data import Date, Decimal, Schema, Time, Timestamp, Type
-from ...connect.json_converter import JsonConverter
+from ...converters.json_converter import JsonConverter
 from .formats import arrow_field, arrow_type
 
 _LOGICAL_BASE = {Date.LOGICAL_NAME: Type.INT32, Time.LOGICAL_NAME: Type.INT32, Timestamp.LOGICAL_NAME: Type.INT64,

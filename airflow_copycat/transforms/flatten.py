@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType
-from ..data import Schema, SchemaBuilder, Struct, Type
-from ..errors import DataException
+from ..connect.config import ConfigDef, ConfigType
+from ..connect.data import Schema, SchemaBuilder, Struct, Type
+from ..connect.errors import DataException
 from ._keyvalue import KeyOrValue, SchemaCache, copy_schema_basics, key_and_value, parse_config, trusted_struct
 
 _LEAF_TYPES = frozenset(t for t in Type if t.is_primitive) | {Type.ARRAY}

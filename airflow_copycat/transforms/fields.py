@@ -19,9 +19,9 @@ import datetime as _dt
 import decimal as _decimal
 from typing import Any, Callable, Mapping
 
-from ..config import ConfigDef, ConfigProblem, ConfigType, non_empty, one_of
-from ..data import Date, Decimal, Schema, SchemaBuilder, Time, Timestamp, Type
-from ..errors import ConfigException, DataException
+from ..connect.config import ConfigDef, ConfigProblem, ConfigType, non_empty, one_of
+from ..connect.data import Date, Decimal, Schema, SchemaBuilder, Time, Timestamp, Type
+from ..connect.errors import ConfigException, DataException
 from ._keyvalue import (
     KAFKA_PACKAGE,
     REPLACE_NULL_WITH_DEFAULT,

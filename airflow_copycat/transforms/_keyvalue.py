@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, ClassVar, Mapping
 
-from ..config import ConfigDef, ConfigProblem, ConfigType
-from ..data import Date, Decimal, Schema, SchemaBuilder, Struct, Time, Timestamp, validate_value
-from ..errors import ConfigException, DataException
-from ..records import ConnectRecord, SinkRecord
-from . import Transformation
+from ..connect.config import ConfigDef, ConfigProblem, ConfigType
+from ..connect.data import Date, Decimal, Schema, SchemaBuilder, Struct, Time, Timestamp, validate_value
+from ..connect.errors import ConfigException, DataException
+from ..connect.records import ConnectRecord, SinkRecord
+from ..connect.transforms import Transformation
 
 KAFKA_PACKAGE = "org.apache.kafka.connect.transforms."
 

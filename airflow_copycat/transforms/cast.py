@@ -21,9 +21,9 @@ import re
 import struct as _struct
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType
-from ..data import Date, Decimal, Schema, SchemaBuilder, Time, Timestamp, Type
-from ..errors import DataException
+from ..connect.config import ConfigDef, ConfigType
+from ..connect.data import Date, Decimal, Schema, SchemaBuilder, Time, Timestamp, Type
+from ..connect.errors import DataException
 from ._keyvalue import (
     LOGICAL_NAMES,
     REPLACE_NULL_WITH_DEFAULT,

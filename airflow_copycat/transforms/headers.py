@@ -14,10 +14,10 @@ import datetime as _dt
 import decimal as _decimal
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType, non_empty, one_of
-from ..data import Schema, SchemaBuilder, Struct, Type
-from ..errors import DataException
-from . import Transformation
+from ..connect.config import ConfigDef, ConfigType, non_empty, one_of
+from ..connect.data import Schema, SchemaBuilder, Struct, Type
+from ..connect.errors import DataException
+from ..connect.transforms import Transformation
 from ._keyvalue import (
     KAFKA_PACKAGE,
     REPLACE_NULL_WITH_DEFAULT,

@@ -31,9 +31,10 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from .avro_data import _parse, avro_name_problems, schema_json
-from .config import ConfigProblem
-from .errors import DataException
+from ...connect.config import ConfigProblem
+from ...connect.errors import DataException
+from .names import avro_name_problems, schema_json
+from .resolution import _parse
 
 __all__ = ["SINGLE_OBJECT_MAGIC", "parsing_canonical_form", "fingerprint64", "header", "SchemaStore", "WRITTEN"]
 

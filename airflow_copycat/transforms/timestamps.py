@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Callable, Mapping
 
-from ..config import ConfigDef, ConfigType, one_of
-from ..data import Date, Schema, SchemaBuilder, Struct, Time, Timestamp, Type
-from ..errors import DataException
+from ..connect.config import ConfigDef, ConfigType, one_of
+from ..connect.data import Date, Schema, SchemaBuilder, Struct, Time, Timestamp, Type
+from ..connect.errors import DataException
 from ._keyvalue import (
     REPLACE_NULL_WITH_DEFAULT,
     KeyOrValue,

@@ -37,7 +37,7 @@ import datetime as _dt
 import re
 from typing import Callable
 
-from ..datepattern import MONTHS, month, num, tokens, weekday
+from ..connect.datepattern import MONTHS, month, num, tokens, weekday
 
 _LETTERS = set("GyYMLwWDdFEuaHkKhmsSzZX")
 _NUMERIC = set("yYMLwWDdFuHkKhmsS")

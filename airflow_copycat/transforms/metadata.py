@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType
-from ..data import Schema, Struct
-from ..errors import DataException
+from ..connect.config import ConfigDef, ConfigType
+from ..connect.data import Schema, Struct
+from ..connect.errors import DataException
 from ._keyvalue import (
     REPLACE_NULL_WITH_DEFAULT,
     KeyOrValue,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType, non_empty
-from . import Predicate
+from ..connect.config import ConfigDef, ConfigType, non_empty
+from ..connect.transforms import Predicate
 from ._keyvalue import parse_config
 from .javaregex import compile_java, valid_java_regex
 

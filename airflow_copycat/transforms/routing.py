@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType
-from ..data import Timestamp
-from ..errors import DataException
-from . import Transformation
+from ..connect.config import ConfigDef, ConfigType
+from ..connect.data import Timestamp
+from ..connect.errors import DataException
+from ..connect.transforms import Transformation
 from ._keyvalue import KAFKA_PACKAGE, config_error, parse_config
 from .dateformat import JavaDateFormat
 from .javaregex import JavaReplacement, compile_java, valid_java_regex

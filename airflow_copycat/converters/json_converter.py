@@ -83,10 +83,10 @@ from collections import OrderedDict
 from fractions import Fraction
 from typing import Any, Mapping
 
-from .config import ConfigDef, ConfigType, in_range, one_of
-from .converters import Converter, SchemaAndValue
-from .data import Date, Decimal, Field, Schema, Struct, Time, Timestamp, Type
-from .errors import DataException
+from ..connect.config import ConfigDef, ConfigType, in_range, one_of
+from ..connect.converters import Converter, SchemaAndValue
+from ..connect.data import Date, Decimal, Field, Schema, Struct, Time, Timestamp, Type
+from ..connect.errors import DataException
 
 __all__ = ["JsonConverter", "CONFIG_DEF"]
 

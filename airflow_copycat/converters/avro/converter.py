@@ -137,14 +137,28 @@ import struct as _struct
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from .config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, one_of
-from .converters import Converter, SchemaAndValue
-from .avro_data import AvroData, AvroWriter, _LRU, _parse, avro_name_problems, compatibility_problems, schema_json
-from .data import Schema, Struct
-from .avro_single_object import (HEADER_SIZE, KNOWN_SCHEMAS, KNOWN_SCHEMAS_FILES, SINGLE_OBJECT_MAGIC, WRITTEN,
-                                 SchemaStore, describe_fingerprint, header as single_object_header, known_schemas)
-from .errors import ConfigException, ConnectException, DataException, RetriableException
-from .secrets import Scrubber
+from ...connect.config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, one_of
+from ...connect.converters import Converter, SchemaAndValue
+from ...connect.data import Schema, Struct
+from ...connect.errors import ConfigException, ConnectException, DataException, RetriableException
+from ...connect.secrets import Scrubber
+from .codec import AvroWriter
+from .data import AvroData
+from .names import _LRU, avro_name_problems, schema_json
+from .resolution import _parse, compatibility_problems
+from .single_object import (
+    HEADER_SIZE,
+    KNOWN_SCHEMAS,
+    KNOWN_SCHEMAS_FILES,
+    SINGLE_OBJECT_MAGIC,
+    WRITTEN,
+    SchemaStore,
+    describe_fingerprint,
+    known_schemas,
+)
+from .single_object import (
+    header as single_object_header,
+)
 
 __all__ = ["AvroConverter", "CONFIG_DEF", "FRAMED_MAGIC", "CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC"]
 

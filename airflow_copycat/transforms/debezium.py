@@ -74,11 +74,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from ..config import ConfigDef, ConfigType, one_of
-from ..data import Schema, SchemaBuilder, Struct, Type
-from ..errors import DataException
-from ..records import ConnectRecord
-from . import Transformation
+from ..connect.config import ConfigDef, ConfigType, one_of
+from ..connect.data import Schema, SchemaBuilder, Struct, Type
+from ..connect.errors import DataException
+from ..connect.records import ConnectRecord
+from ..connect.transforms import Transformation
 from ._keyvalue import (
     REPLACE_NULL_WITH_DEFAULT,
     SchemaCache,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Transformation
+from ..connect.transforms import Transformation
 from ._keyvalue import KAFKA_PACKAGE
 
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .data import Schema, Struct, Type
-from .errors import DataException
+from ..connect.data import Schema, Struct, Type
+from ..connect.errors import DataException
 from .json_converter import JsonConverter
 
 ERRORS_HEADER_PREFIX = "__connect.errors."
