@@ -7,9 +7,10 @@ What each operation promises, by filesystem:
   elsewhere when the store's ``close()`` returned (HDFS, object stores make the file durable there).
   Parent directories are made first. Not atomic by itself: write a temporary name, then rename.
 * :meth:`AtomicFiles.rename` -- ``src`` replaces ``dst``. Local disk: ``os.replace``, atomic also when it
-  overwrites. HDFS and some other stores refuse to rename over an existing file: the target is deleted
-  first (briefly absent, never partial). Object stores: a server-side copy and a delete, each object
-  whole. Every rename of the package goes through here, so a fix for one store reaches every writer.
+  overwrites. HDFS and some other stores refuse to rename over an existing file: on that refusal only,
+  the target is deleted and the rename done again (briefly absent, never partial; a crash in between
+  leaves the temporary file, which the publish protocols recover from). Object stores: a server-side
+  copy and a delete, each object whole. Every rename of the package goes through here, so a fix for one store reaches every writer.
 * :meth:`AtomicFiles.write_whole` / :meth:`write_json` -- a temporary name (``<path>.<token>.tmp``;
   per writer, so two overlapping writers never share one), then the rename, then (local disk) an
   ``fsync`` of the directory so the rename survives a power loss. Readers see the old document or the
@@ -26,6 +27,7 @@ system's.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import posixpath
@@ -130,9 +132,11 @@ class AtomicFiles:
             return
         try:
             self.fs.mv(src, dst)
-        except (FileExistsError, OSError):
-            # HDFS (and some other stores) refuse to rename over an existing file: delete it, then rename
-            if self.fs.exists(src) and self.fs.exists(dst):
+        except OSError as e:
+            # HDFS (and some other stores) refuse to rename over an existing file: delete it, then rename.
+            # Only for that refusal: any other error (a throttled object store, a lost connection) must not
+            # delete a good target first.
+            if _refused_as_existing(e) and self.fs.exists(src) and self.fs.exists(dst):
                 self.fs.rm_file(dst)
                 self.fs.mv(src, dst)
             else:
@@ -201,6 +205,13 @@ class AtomicFiles:
         except FileNotFoundError:
             return False
         return True
+
+
+def _refused_as_existing(error: OSError) -> bool:
+    """Whether a failed rename was refused because its target exists (HDFS's ``FileAlreadyExistsException``
+    arrives through pyarrow as an ``OSError`` naming it)."""
+    return isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EEXIST \
+        or "exists" in str(error).lower()
 
 
 def find_local(directory: str) -> dict[str, dict]:

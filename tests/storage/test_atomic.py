@@ -113,3 +113,66 @@ def test_files_sink_commits_again_on_a_store_that_refuses_to_rename_over_a_file(
     published = sorted(p.rsplit("/", 1)[1] for p in fs.find(f"/{base}/topics/t"))
     assert published == ["t+0+0000000000.json", "t+0+0000000002.json", "t+0+0000000004.json"]
     assert NoReplaceFileSystem.refused >= 2  # the store did refuse, and the marker moved anyway
+
+
+def test_a_marker_lost_between_delete_and_rename_is_restored_from_the_publish_log(tmp_path, monkeypatch):
+    """On a store that refuses to rename over a file the marker is deleted, then the new one renamed in: a
+    process killed between the two leaves no marker. The next open must finish that publish from its log,
+    not take the partition as never committed (which would drop the log and start over)."""
+    url = f"noreplace://lost-{os.getpid()}-{tmp_path.name}"
+    raw = {"topics": "t", "store.url": url, "format.class": "json", "flush.size": "2"}
+
+    def task_at(committed: int | None):
+        connector = FilesSinkConnector()
+        connector.start(FilesSinkConnector.parse_config(raw))
+        task_config = connector.task_configs(1)[0]
+        task = FilesSinkTask()
+        context = SinkTaskContext(task_config, [("t", 0)])
+        task.initialize(context)
+        task.start(task_config)
+        task.open([("t", 0)])
+        assert context.take_rewinds().get(("t", 0)) == committed
+        return task
+
+    task = task_at(None)
+    for offset in range(2):
+        task.put([SinkRecord(topic="t", kafka_partition=0, value={"id": offset}, kafka_offset=offset)])
+    assert task.pre_commit({("t", 0): 2}) == {("t", 0): 2}
+    # the next commit dies after the old marker was deleted, before the new one is renamed in
+    real_mv = NoReplaceFileSystem.mv
+
+    def mv(self, path1, path2, **kwargs):
+        if "/_copycat/offsets/" in str(path2) and not self.exists(path2) and str(path1).endswith(".tmp"):
+            raise KeyboardInterrupt("killed between delete and rename")
+        return real_mv(self, path1, path2, **kwargs)
+
+    monkeypatch.setattr(NoReplaceFileSystem, "mv", mv)
+    for offset in range(2, 4):
+        task.put([SinkRecord(topic="t", kafka_partition=0, value={"id": offset}, kafka_offset=offset)])
+    with pytest.raises(KeyboardInterrupt):
+        task.pre_commit({("t", 0): 4})
+    monkeypatch.setattr(NoReplaceFileSystem, "mv", real_mv)
+    fs = fsspec.filesystem("noreplace")
+    base = url[len("noreplace://"):]
+    assert not fs.exists(f"/{base}/topics/_copycat/offsets/t+0.json")  # the window the test is about
+    # When the partition is opened again, it resumes after the interrupted publish: nothing lost, nothing twice
+    task_at(4)
+    published = sorted(p.rsplit("/", 1)[1] for p in fs.find(f"/{base}/topics/t"))
+    assert published == ["t+0+0000000000.json", "t+0+0000000002.json"]
+
+
+def test_a_rename_failing_for_another_reason_never_deletes_the_target(monkeypatch):
+    """Only the store's refusal to overwrite leads to delete-then-rename: a throttled or lost request (an
+    OSError too) must leave the old target in place."""
+    af = AtomicFiles(fsspec.filesystem("noreplace"))
+    root = f"/throttled-{os.getpid()}"
+    af.write(f"{root}/marker.json", b"old")
+    af.write(f"{root}/marker.json.x.tmp", b"new")
+
+    def mv(self, path1, path2, **kwargs):
+        raise OSError("503 Slow Down")
+
+    monkeypatch.setattr(NoReplaceFileSystem, "mv", mv)
+    with pytest.raises(OSError, match="Slow Down"):
+        af.rename(f"{root}/marker.json.x.tmp", f"{root}/marker.json")
+    assert af.fs.cat_file(f"{root}/marker.json") == b"old"

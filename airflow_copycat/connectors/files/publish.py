@@ -37,8 +37,11 @@ Protocol, per Kafka topic-partition (:meth:`PublishStore.publish`):
 
 :meth:`PublishStore.recover` (called when a task opens the partition) replays a
 leftover log (steps 4-6) if it continues the current marker (its base is the
-marker, or it already wrote the marker); a log that does not is a fenced
-attempt's and is deleted unapplied, so a replay never moves the marker back.
+marker, or it already wrote the marker, or there is no marker: one being
+replaced on a store that deletes the target first was lost in between); a log
+that does not is a fenced attempt's and is deleted unapplied, so a replay never
+moves the marker back. (To restart a partition from its earliest offset, delete
+its marker *and* its publish log.)
 It then deletes every staging directory of the partition (stale batches whose
 log was never written: their records are after the marker's offset and will
 be written again under the same deterministic names; a still running older
@@ -327,7 +330,9 @@ class PublishStore:
                 continues = True
             else:
                 base_token = (base.get("offset"), base.get("attempt")) if isinstance(base, dict) else None
-                continues = token in (base_token, (wal.get("offset"), wal.get("attempt")))
+                # no marker beside a log: the marker was being replaced when the process died (a store that
+                # refuses to rename over a file has it deleted first), so the log finishes that publish
+                continues = token in (base_token, (wal.get("offset"), wal.get("attempt")), NEVER_COMMITTED)
             if continues:
                 self._apply(tp, wal, replay=True)
                 rec.replayed = [s["to"] for s in wal["renames"]]
