@@ -47,8 +47,11 @@ _SECRET_KEY = re.compile(
 # must not cut it short), so all of it is hidden; the user name ends at the first ':'. In a list of
 # URLs ("...@h1,https://...@h2") each URL is its own. An empty password (user:@host) is no secret.
 _URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
-# a password in a URL's query string (jdbc:postgresql://h/db?user=u&password=p, Confluent's usual form)
-_QUERY_PASSWORD = re.compile(r"([?&;](?:password|pwd)=)([^&;#\s]+)", re.IGNORECASE)
+# a secret in a URL's query string: jdbc:postgresql://h/db?user=u&password=p (Confluent's usual form), and
+# any parameter named like one (libpq's sslpassword, a driver's api_key or token)
+_QUERY_PASSWORD = re.compile(
+    r"([?&;][A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)=)([^&;#\s]+)",
+    re.IGNORECASE)
 _WORD = r"[A-Za-z0-9_]"
 
 
@@ -59,8 +62,9 @@ def is_secret_key(key: str) -> bool:
 
 
 def hide_url_passwords(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@host`` URL and every
-    ``?password=`` / ``&pwd=`` query value read as :data:`HIDDEN`."""
+    """``text`` with the password of every ``scheme://user:password@host`` URL and the value of every
+    query parameter named like a secret (``password``, ``pwd``, ``sslpassword``, ``token``, ``api_key``...)
+    read as :data:`HIDDEN`."""
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), text)
     return _QUERY_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, text)
 

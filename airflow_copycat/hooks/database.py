@@ -53,7 +53,7 @@ except ImportError:  # Airflow 3.0
 
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException
-from ..connect.secrets import scrub
+from ..connect.secrets import is_secret_key, scrub
 
 CONN_ID_KEY = "airflow.conn.id"
 
@@ -121,6 +121,10 @@ def resolve_db_connection(raw: Mapping[str, Any]) -> dict[str, Any]:
         url = url.set(drivername=_RUNTIME_DRIVERS[url.get_backend_name()])
     login, password = url.username, url.password  # the hook's: e.g. an IAM token in place of the password
     bare = URL.create(url.drivername, host=url.host, port=url.port, database=url.database, query=url.query)
+    for key, value in url.query.items():  # e.g. libpq's sslpassword: the plan hides it (connect.secrets)
+        if is_secret_key(key):
+            for v in value if isinstance(value, tuple) else (value,):
+                mask_secret(str(v))
     out["connection.url"] = bare.render_as_string(hide_password=False)
     if login:
         out["connection.user"] = login

@@ -66,6 +66,8 @@ def resolve_storage_connections(raw: Mapping[str, Any]) -> dict[str, Any]:
         if named is None:
             continue
         protocol, conn_id, plain = named
+        if protocol in _USER_IN_URL and not _connection_exists(conn_id):
+            continue  # sftp://user@host/...: fsspec's own user name, as before connections were read here
         if not _has_fs(protocol):
             if not _connection_exists(conn_id):
                 continue  # fsspec reads the user name itself (hdfs://user@namenode/...)
@@ -79,6 +81,11 @@ def resolve_storage_connections(raw: Mapping[str, Any]) -> dict[str, Any]:
         out[url_key] = plain
         out[options_key] = json.dumps(options)
     return out
+
+
+_USER_IN_URL = frozenset({"sftp", "ssh", "ftp", "hdfs", "webhdfs", "smb"})
+"""Schemes whose fsspec filesystem reads a user name from the URL: there, user info that is no Airflow
+connection stays the user name."""
 
 
 def _conn_id_of(url: Any) -> tuple[str, str, str] | None:

@@ -69,3 +69,15 @@ def test_a_secret_between_non_word_characters_or_long_enough_never_survives(secr
     assert sep + secret + sep not in out
     if len(secret) >= WHOLE_WORD_BELOW:
         assert secret not in out.replace(HIDDEN, "\0")
+
+
+def test_query_parameters_named_like_secrets_are_hidden_in_plans_and_restored_for_the_run():
+    from airflow_copycat.runtime.connector_config import redact, restore_secrets
+
+    url = "postgresql+psycopg://db:5432/shop?sslmode=verify-full&sslpassword=KeyPass-42&application_name=copycat"
+    raw = {"connection.url": url, "table.whitelist": "orders"}
+    secrets: set[str] = set()
+    shown = redact(raw, secrets)
+    assert "KeyPass-42" not in str(shown) and "sslpassword=[hidden]&application_name=copycat" in shown["connection.url"]
+    assert secrets == {"connection.url"} and restore_secrets(shown, raw) == raw
+    assert scrub(f"could not connect to {url}", []) == f"could not connect to {shown['connection.url']}"
