@@ -87,12 +87,8 @@ def test_local_is_told_apart_from_other_stores():
     assert not is_local(fsspec.filesystem("memory"))
 
 
-def test_files_sink_commits_again_on_a_store_that_refuses_to_rename_over_a_file(tmp_path):
-    """Every commit after the first replaces the committed-offset marker: on a store that refuses
-    renames over a file (HDFS) the files sink once failed there; Distcp had the fix, now both share it."""
-    NoReplaceFileSystem.refused = 0
-    url = f"noreplace://sink-{os.getpid()}-{tmp_path.name}"
-    raw = {"topics": "t", "store.url": url, "format.class": "json", "flush.size": "2"}
+def _opened_sink_task(raw: dict):
+    """A files sink task started on ``raw`` with topic-partition t/0 opened (the runtime's calls), and its context."""
     connector = FilesSinkConnector()
     connector.start(FilesSinkConnector.parse_config(raw))
     task_config = connector.task_configs(1)[0]
@@ -101,6 +97,15 @@ def test_files_sink_commits_again_on_a_store_that_refuses_to_rename_over_a_file(
     task.initialize(context)
     task.start(task_config)
     task.open([("t", 0)])
+    return task, context
+
+
+def test_files_sink_commits_again_on_a_store_that_refuses_to_rename_over_a_file(tmp_path):
+    """Every commit after the first replaces the committed-offset marker: on a store that refuses
+    renames over a file (HDFS) the files sink once failed there; Distcp had the fix, now both share it."""
+    NoReplaceFileSystem.refused = 0
+    url = f"noreplace://sink-{os.getpid()}-{tmp_path.name}"
+    task, _ = _opened_sink_task({"topics": "t", "store.url": url, "format.class": "json", "flush.size": "2"})
     for offset in range(6):
         task.put([SinkRecord(topic="t", kafka_partition=0, value={"id": offset}, kafka_offset=offset)])
         committed = task.pre_commit({("t", 0): offset + 1})
@@ -123,14 +128,7 @@ def test_a_marker_lost_between_delete_and_rename_is_restored_from_the_publish_lo
     raw = {"topics": "t", "store.url": url, "format.class": "json", "flush.size": "2"}
 
     def task_at(committed: int | None):
-        connector = FilesSinkConnector()
-        connector.start(FilesSinkConnector.parse_config(raw))
-        task_config = connector.task_configs(1)[0]
-        task = FilesSinkTask()
-        context = SinkTaskContext(task_config, [("t", 0)])
-        task.initialize(context)
-        task.start(task_config)
-        task.open([("t", 0)])
+        task, context = _opened_sink_task(raw)
         assert context.take_rewinds().get(("t", 0)) == committed
         return task
 
