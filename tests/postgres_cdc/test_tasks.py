@@ -232,3 +232,52 @@ def test_one_heartbeat_per_run_when_the_interval_is_longer_than_the_run(cdc_db, 
     runs.run()
     assert len(runs.read(f"__debezium-heartbeat.pg{unique}")) == 2  # one at the end of each run
     assert ops(runs.read(f"pg{unique}.public.a")) == ["r", "c"]
+
+
+@pytest.mark.parametrize("stop", ["record budget", "failure"])
+def test_a_heartbeat_inside_a_transaction_commits_the_last_change_sent_so_a_rerun_repeats_nothing(
+        cdc_db, worker_props, unique, stop):
+    # Given exactly-once runs in polls of 2 changes with a heartbeat due at every poll, and a transaction of
+    # one row followed by one of 5 rows (the 3rd of them an audit row a transform of the failing run rejects)
+    cdc_db.sql("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    cdc_db.sql("CREATE TABLE audit (id int PRIMARY KEY, what text)")
+    runs = CdcRuns(config(cdc_db, unique, **{"snapshot.mode": "no_data", "exactly.once.support": "required",
+                                              "heartbeat.interval.ms": "1", "max.batch.size": "2"}), worker_props)
+    topic, beats = f"pg{unique}.public.t", f"__debezium-heartbeat.pg{unique}"
+    runs.run()
+    runs.read(beats)
+    cdc_db.sql("INSERT INTO t VALUES (1, 'small')")
+    with cdc_db.conn.transaction():
+        cdc_db.sql("INSERT INTO t VALUES (2, 'big')")
+        cdc_db.sql("INSERT INTO t VALUES (3, 'big')")
+        cdc_db.sql("INSERT INTO audit VALUES (1, 'big')")
+        cdc_db.sql("INSERT INTO t VALUES (4, 'big')")
+        cdc_db.sql("INSERT INTO t VALUES (5, 'big')")
+
+    # When a run stops right after its first poll -- rows 1 and 2, then a heartbeat, inside the big transaction --
+    # by a record budget, or by failing on the audit row of its second poll
+    if stop == "record budget":
+        runs.run(**{"copycat.run.max.records": "2"})
+    else:
+        failed = runs.run(ok=False, **{
+            "transforms": "boom", "transforms.boom.type": "org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.boom.spec": "op:int32", "transforms.boom.predicate": "is-audit",
+            "predicates": "is-audit", "predicates.is-audit.type": "TopicNameMatches",
+            "predicates.is-audit.pattern": r".*\.audit"})
+        assert failed["status"] == "failed" and "TRANSFORMATION failed" in failed["error"], failed
+    first = runs.read(topic)
+    assert after_ids(first) == [1, 2] and len(runs.read(beats)) == 1
+
+    offset = runs.committed()
+
+    # Then the rerun sends the rest of the big transaction: every change exactly once, none lost
+    runs.run()
+    assert after_ids(runs.read(topic)) == [3, 4, 5]
+    assert after_ids(runs.read(f"pg{unique}.public.audit")) == [1]
+    runs.run()
+    assert runs.read(topic) == [] and runs.read(f"pg{unique}.public.audit") == []
+
+    # because the heartbeat committed the last change sent (row 2's offset), not the end of the transaction before
+    row1, row2 = first[0][1]["source"], first[1][1]["source"]
+    assert row2["txId"] != row1["txId"]
+    assert (offset["lsn"], offset["txId"]) == (row2["lsn"], row2["txId"])

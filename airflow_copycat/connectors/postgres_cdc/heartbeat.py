@@ -2,12 +2,15 @@
 
 A heartbeat record (``heartbeat.interval.ms`` > 0) goes to ``<topic.heartbeat.prefix>.<topic.prefix>``
 with key ``{"serverName": <prefix>}`` and value ``{"ts_ms": ...}``, as Debezium's, and carries the
-server partition's offset at the position the stream may be confirmed to: committing it lets the
-task confirm the slot while the captured tables are quiet. The stream task sends one whenever
-``heartbeat.interval.ms`` passed since the last one during a long read, and one at the end of
-every read (a bounded run is usually shorter than the interval). Without heartbeats the same
-offset is committed by an empty batch (:func:`~.snapshot_read.done_marker`) when it says more
-than the last record did (a newer ``lsn_commit``, the stream's tables).
+server partition's current offset, as Debezium's: between transactions the position the stream
+may be confirmed to (committing it lets the task confirm the slot while the captured tables are
+quiet), inside a transaction (a poll that ended at ``max.batch.size``) the offset of the last change
+handed out -- never behind what was sent (the next run would send part of the transaction again),
+never past what was not. The stream task sends one whenever ``heartbeat.interval.ms`` passed since
+the last one during a long read, and one at the end of every read (a bounded run is usually
+shorter than the interval). Without heartbeats the same offset is committed by an empty batch
+(:func:`~.snapshot_read.done_marker`) when it says more than the last record did (a newer
+``lsn_commit``, the stream's tables).
 """
 
 from __future__ import annotations

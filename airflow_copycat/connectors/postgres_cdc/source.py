@@ -343,7 +343,7 @@ class PostgresCdcSourceTask(SourceTask):
                 self.resume = Resume(last["lsn_commit"], last["lsn"], last["txId"])
                 self._stream_committed = last
             self._confirmable_polled = max(self._confirmable_polled, read.confirmable)
-            if self.heartbeats.due() and read.confirmable and not read.exhausted:
+            if self.heartbeats.due() and not read.exhausted and (read.confirmable or read.in_transaction):
                 records.append(self._heartbeat())  # heartbeat.interval.ms passed during a long read
             if records or not read.exhausted:
                 return records
@@ -417,14 +417,21 @@ class PostgresCdcSourceTask(SourceTask):
         return kind == 1 or (kind == 2 and self.captured.wants(f"{name[0]}.{name[1]}", commit_lsn))
 
     def _stream_offset(self) -> dict:
+        """The server offset of everything handed out so far: inside a transaction (a poll ended at
+        ``max.batch.size`` before its last change) the offset of the last change handed out, as
+        Debezium's heartbeat carries the current offset -- the end of the transaction before would make
+        the next run send the transaction's first changes again; else the position the slot may be
+        confirmed to (:func:`.heartbeat.stream_position`)."""
         read = self._read
+        if read is not None and read.in_transaction:
+            return dict(self._stream_committed)
         position = read.confirmable if read is not None else self.resume.lsn_commit
         tables = self.captured.to_offset(position) if self.snapshotting else None
         return stream_position(position, read.last_tx if read is not None else None, self._stream_committed, tables)
 
     def _heartbeat(self) -> SourceRecord:
-        """Debezium's heartbeat: it commits an offset at the position the slot may be confirmed to, so the
-        slot confirms while the captured tables are quiet."""
+        """Debezium's heartbeat: it commits the stream's current offset (:meth:`_stream_offset`), so the
+        slot confirms while the captured tables are quiet; never behind what was sent, never past what was not."""
         self.heartbeats.reset()
         prefix = str(self.cdc.get(cfg.HEARTBEAT_TOPIC_PREFIX) or "__debezium-heartbeat")
         return heartbeat_record(self.cdc.topic_prefix, prefix, self.partition, self._stream_offset())

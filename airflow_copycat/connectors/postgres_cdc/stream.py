@@ -153,6 +153,14 @@ class StreamRead:
             self.confirmable = max(self.confirmable, self.bound, self._last_end)
         return out
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the last :meth:`take` stopped inside a transaction (``max.batch.size`` reached): some
+        of its changes were handed out, the rest (at least the one held back) not yet. Until the next
+        take, the position of everything handed out is then the last item's offset, not
+        :attr:`confirmable` (the end of the transaction before)."""
+        return self._held is not None
+
     def _wanted(self, message: Change | Truncate) -> bool:
         r = self.resume
         if r.tx_id is not None and message.xid == r.tx_id and message.lsn <= r.lsn:
