@@ -23,6 +23,8 @@ LagReader = Callable[[str, list[str]], list[dict[str, Any]]]
 
 def overview(store: OffsetStore, known: Mapping[str, KnownConnector], moves: Mapping[str, Mapping[str, Move]],
              count: offset_admin.RunCounter, lag: LagReader, *, only: str | None = None,
+             can_read: Callable[[KnownConnector], bool] = lambda c: False,
+             can_read_runs: Callable[[str], bool] = lambda dag_id: False,
              can_change: Callable[[KnownConnector], bool] = lambda c: False) -> dict[str, Any]:
     """The page's content::
 
@@ -33,10 +35,12 @@ def overview(store: OffsetStore, known: Mapping[str, KnownConnector], moves: Map
                          "lag_error": str | None}]}
 
     Connectors are those the deployed DAGs run (``known``) and those with committed offsets in
-    ``store`` (windows' offset namespaces left out), sorted by name; ``only`` keeps one.
-    ``last_move`` is ``{"dag_id", "run_id", "when", "before", "after", "records", "current"}``
+    ``store`` (windows' offset namespaces left out) that the user may read (``can_read``; one of
+    the store only comes as a :class:`KnownConnector` without DAGs), sorted by name; ``only`` keeps
+    one. ``last_move`` is ``{"dag_id", "run_id", "when", "before", "after", "records", "current"}``
     (``current``: the committed offset is still what that run left) or ``None`` when no finish
-    result in the metadata database moved the partition. ``changeable`` says whether the page
+    result in the metadata database moved the partition, or that run's DAG is one whose runs the
+    user may not read (``can_read_runs(dag_id)``). ``changeable`` says whether the page
     offers reset/delete: a source connector whose DAGs are known, with no run in progress, and a
     user allowed to edit those DAGs (``can_change``); otherwise ``why_not`` says why.
     """
@@ -48,11 +52,14 @@ def overview(store: OffsetStore, known: Mapping[str, KnownConnector], moves: Map
     rows = []
     for name in names:
         info = known.get(name) or KnownConnector(name, kind="source" if name in committed else None)
+        if not can_read(info):
+            continue
         kind = info.kind or ("source" if name in committed else None)
         busy = offset_admin.runs_in_progress(info.dags, count)
         offsets = []
         for key, entry in sorted(committed.get(name, {}).items()):
             move = (moves.get(name) or {}).get(key)
+            move = move if move is not None and can_read_runs(move.dag_id) else None
             offsets.append({"partition": entry["partition"], "offset": entry["offset"],
                             "last_move": _move(move, entry["offset"])})
         row: dict[str, Any] = {"name": name, "kind": kind, "dags": list(info.dags), "runs_in_progress": busy,

@@ -31,7 +31,7 @@ _TEMPLATE = """<!doctype html>
 connector is queued or running (Kafka Connect's rule); every change is read back from the store.
 <a href="offsets.json">JSON</a></p>
 {% if result %}<div class="banner {{ 'ok' if result.ok else 'refused' }}" role="status" id="result">{{ result.message }}</div>{% endif %}
-{% if not data.connectors %}<p>No connector: no deployed DAG runs one and the offset store holds none.</p>{% endif %}
+{% if not data.connectors %}<p>No connector to show: no deployed DAG you may read runs one, and the offset store holds none you may see.</p>{% endif %}
 {% for c in data.connectors %}
 <section id="connector-{{ c.name }}" data-connector="{{ c.name }}">
 <h2>{{ c.name }} <span class="muted">({{ c.kind or 'kind unknown' }})</span></h2>
@@ -44,7 +44,7 @@ connector is queued or running (Kafka Connect's rule); every change is read back
 <td><code>{{ o.partition | json }}</code></td><td><code class="offset">{{ o.offset | json }}</code></td>
 <td>{% if o.last_move %}{% set m = o.last_move %}<a href="{{ ui }}/dags/{{ m.dag_id | urlpart }}/runs/{{ m.run_id | urlpart }}" target="_top">{{ m.dag_id }} / {{ m.run_id }}</a>
  <span class="muted">{{ m.when }}: <code>{{ m.before | json }}</code> &rarr; <code>{{ m.after | json }}</code>, {{ m.records }} record(s){% if not m.current %}; the offset was changed since{% endif %}</span>
-{% else %}<span class="muted">no finish result of a live run in the metadata database</span>{% endif %}</td>
+{% else %}<span class="muted">no finish result of a live run (of a DAG whose runs you may read) in the metadata database</span>{% endif %}</td>
 {% if c.changeable %}<td>
 <form class="inline" method="post" action="offsets"><input type="hidden" name="connector" value="{{ c.name }}">
 <input type="hidden" name="action" value="reset"><input type="hidden" name="partition" value="{{ o.partition | json }}">

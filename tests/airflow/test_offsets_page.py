@@ -4,7 +4,9 @@ manager (users logging in at ``/auth/token``), the real metadata DB (DAGs synced
 folder as the DAG processor syncs them, real DagRun rows) and the session's real broker -- driven
 through FastAPI's TestClient instead of a socket.
 
-What a user notices: who may look and who may change; the offsets, the runs that moved them and a
+What a user notices: who may look and who may change -- a user sees only the connectors of the DAGs
+they may read (a test-only auth manager gives per-DAG read permissions, as FAB can), and a change
+the UI's cookie authenticates is accepted only from the page's own origin; the offsets, the runs that moved them and a
 sink's lag on the page; a change refused while a run of the connector is queued or running and
 accepted after, read back from the offset topic; a bad request naming every bad parameter; the
 Kafka connection's password nowhere.
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import pendulum
 import pytest
+
+from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
 from airflow_copycat.runtime.offsets import KafkaOffsetStore
 from airflow_copycat.runtime.worker import WorkerConfig
@@ -108,17 +112,48 @@ class Api:
         return self.client.post("/copycat/offsets", headers=self.login(user), data=form)
 
 
+    def cookie(self, user: str = "admin") -> dict[str, str]:
+        """The headers of a browser logged in to the UI: its ``_token`` cookie, no ``Authorization``."""
+        return {"Cookie": f"_token={self.login(user).pop('Authorization').split(' ', 1)[1]}"}
+
+
+def _api(monkeypatch, users: str, auth_manager: str | None = None):
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", users)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", uuid.uuid4().hex)
+    if auth_manager:
+        monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", auth_manager)
+    purge_cached_app()
+    yield Api(create_app("core"))
+    purge_cached_app()
+
+
 @pytest.fixture
 def api(monkeypatch, worker):
     """Airflow's API app (core: the public API, the UI's routes, the auth manager and plugins), with
     users ``admin`` (role admin) and ``viewer`` (role viewer) of the simple auth manager."""
-    from airflow.api_fastapi.app import create_app, purge_cached_app
+    yield from _api(monkeypatch, "admin:admin,viewer:viewer")
 
-    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin,viewer:viewer")
-    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", uuid.uuid4().hex)
-    purge_cached_app()
-    yield Api(create_app("core"))
-    purge_cached_app()
+
+READS = {"reader": {"copycat_logs_to_kafka", "copycat_dlq_replay"}, "partial": {"copycat_logs_to_kafka"}}
+"""Who may read which DAGs, for :class:`PerDagAuthManager`."""
+
+
+class PerDagAuthManager(SimpleAuthManager):
+    """The simple auth manager, but the users of :data:`READS` may read only their DAGs (and change
+    none), as FAB's per-DAG permissions allow -- a rule the simple auth manager cannot express."""
+
+    def is_authorized_dag(self, *, method, user, access_entity=None, details=None) -> bool:
+        if user.get_name() in READS:
+            return method == "GET" and details is not None and details.id in READS[user.get_name()]
+        return super().is_authorized_dag(method=method, user=user, access_entity=access_entity, details=details)
+
+
+@pytest.fixture
+def per_dag_api(monkeypatch, worker):
+    """:func:`api` with :class:`PerDagAuthManager`: ``admin``, and ``reader`` and ``partial`` (role viewer)."""
+    yield from _api(monkeypatch, "admin:admin,reader:viewer,partial:viewer", f"{__name__}.PerDagAuthManager")
 
 
 @pytest.fixture
@@ -180,6 +215,97 @@ def test_no_one_unauthenticated_sees_or_changes_offsets_and_a_viewer_cannot_chan
     refused = api.change("viewer", connector="app-logs", action="delete", partition=json.dumps(A))
     assert refused.status_code == 403 and "nothing was written" in _shown(refused)
     assert _offsets(store) == {json.dumps(A, sort_keys=True): {"position": 700}}
+
+
+def test_a_user_sees_only_connectors_all_of_whose_dags_they_may_read(per_dag_api, deployed, store, unique):
+    api = per_dag_api
+    orphan = f"orphan-{unique}"  # offsets in the store, no DAG: only for those who may read every DAG
+    store.write("app-logs", [(A, {"position": 700})])
+    store.write("shop-orders", [({"table": "shop.orders"}, {"incrementing": 41})])
+    store.write(orphan, [(A, {"position": 5})])
+    hidden = ("shop-orders", "shop-tables", "demo-logs-source", orphan, "copycat_jdbc_import", "shop.orders")
+    # The admin sees every connector, the store's own included
+    shown = {c["name"] for c in api.content()["connectors"]}
+    assert {"app-logs", "app-logs-dlq-replay", "shop-orders", orphan} <= shown
+
+    # A user who may read the DAGs of app-logs and of its replay sees those two and nothing else, whatever
+    # DAG the query names (Airflow's own check of a route reads ?dag_id=)
+    for params in ({"dag_id": "copycat_logs_to_kafka"}, {}, {"dag_id": "copycat_jdbc_import"}):
+        content = api.content("reader", **params)
+        assert [c["name"] for c in content["connectors"]] == ["app-logs", "app-logs-dlq-replay"], params
+        page = api.page("reader", **params)
+        assert page.status_code == 200 and "app-logs" in _shown(page)
+        for name in hidden:
+            assert name not in json.dumps(content) and name not in _shown(page), (name, params)
+    assert api.content("reader", connector="shop-orders")["connectors"] == []
+    # A user who may read one of app-logs' two DAGs does not see it
+    assert api.content("partial", dag_id="copycat_logs_to_kafka")["connectors"] == []
+    assert "app-logs" not in _shown(api.page("partial", dag_id="copycat_logs_to_kafka"))
+
+    # A change of a connector the user cannot see is an unknown connector, and the answer names none
+    # of the connectors they cannot see
+    everyone = {"app-logs", "app-logs-dlq-replay", "demo-logs-source", "shop-orders", "shop-tables", orphan}
+    visible = {"reader": {"app-logs", "app-logs-dlq-replay"}, "partial": set()}
+    for user, name in (("reader", "shop-orders"), ("reader", orphan), ("partial", "app-logs")):
+        refused = api.client.post("/copycat/offsets", headers={**api.login(user), "Accept": "application/json"},
+                                  data={"connector": name, "action": "delete", "partition": json.dumps(A)})
+        assert refused.status_code == 400, refused.text
+        message = refused.json()["message"]
+        assert f"connector={name!r}" in message
+        known = message.replace(f"connector={name!r}", "")
+        named = {n for n in everyone if f" {n}," in known or f" {n})" in known or f"'{n}'" in known}
+        assert named == visible[user], (user, name, message)
+        page = api.change(user, connector=name, action="delete", partition=json.dumps(A))
+        assert page.status_code == 400
+        for other in hidden:
+            if other != name:
+                assert other not in _shown(page), (user, name, other)
+    assert _offsets(store) == {json.dumps(A, sort_keys=True): {"position": 700}}
+
+
+def _post_as_browser(api, headers: dict[str, str], **form):
+    return api.client.post("/copycat/offsets", headers={**api.cookie("admin"), **headers}, data=form)
+
+
+def test_a_change_posted_with_the_ui_cookie_must_come_from_the_page_itself(api, deployed, store, monkeypatch):
+    store.write("app-logs", [(A, {"position": 700}), (B, {"position": 90})])
+    delete_a = {"connector": "app-logs", "action": "delete", "partition": json.dumps(A)}
+    # Refused, nothing written: from another site, from a sibling subdomain (same site, another origin),
+    # from a foreign origin or page when the browser sends no Sec-Fetch-Site, and with nothing to tell
+    for headers in ({"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site"},
+                    {"Origin": "http://evil.example"}, {"Origin": "http://other.testserver"},
+                    {"Origin": "null"}, {"Origin": "https://testserver"}, {"Origin": "http://testserver:8080"},
+                    {"Referer": "http://evil.example/copycat/offsets"}, {}):
+        refused = _post_as_browser(api, headers, **delete_a)
+        assert refused.status_code == 403, (headers, refused.text)
+        assert "refused" in refused.text and "Authorization: Bearer" in refused.text, refused.text
+    assert _offsets(store) == {json.dumps(A, sort_keys=True): {"position": 700},
+                               json.dumps(B, sort_keys=True): {"position": 90}}
+    # A POST from the page itself goes through: the browser says same-origin, or, without Sec-Fetch-Site,
+    # its Origin (else its Referer) is the page's
+    reset = {"connector": "app-logs", "action": "reset", "partition": json.dumps(A)}
+    for i, headers in enumerate(({"Sec-Fetch-Site": "same-origin", "Origin": "http://testserver"},
+                                 {"Origin": "http://testserver"}, {"Origin": "http://testserver:80"},
+                                 {"Referer": "http://testserver/copycat/offsets"})):
+        done = _post_as_browser(api, headers, **reset, offset=json.dumps({"position": i}))
+        assert done.status_code == 200, (headers, done.text)
+    # behind a reverse proxy: the host it forwards, or [api] base_url
+    proxied = {"Host": "airflow-api:8080", "X-Forwarded-Host": "airflow.example.com", "X-Forwarded-Proto": "https"}
+    done = _post_as_browser(api, {**proxied, "Origin": "https://airflow.example.com"}, **reset,
+                            offset='{"position": 10}')
+    assert done.status_code == 200, done.text
+    assert _post_as_browser(api, {"Host": "airflow-api:8080", "Origin": "https://airflow.example.com"},
+                            **reset, offset='{"position": 11}').status_code == 403
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    done = _post_as_browser(api, {"Host": "airflow-api:8080", "Origin": "https://airflow.example.com"},
+                            **reset, offset='{"position": 12}')
+    assert done.status_code == 200, done.text
+    assert _offsets(store)[json.dumps(A, sort_keys=True)] == {"position": 12}
+    # An API client authenticating with a bearer token (no cookie a browser would add) needs no such header
+    done = api.client.post("/copycat/offsets", headers={**api.login("admin"), "Origin": "http://evil.example"},
+                           data={**reset, "offset": '{"position": 13}'})
+    assert done.status_code == 200, done.text
+    assert _offsets(store)[json.dumps(A, sort_keys=True)] == {"position": 13}
 
 
 def test_a_reset_is_refused_while_a_run_is_in_progress_then_done_and_read_back(api, deployed, store, run_of,
