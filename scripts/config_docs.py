@@ -1,8 +1,8 @@
 """Print the configuration reference (Markdown tables) from the ConfigDefs.
 
-``python scripts/config_docs.py`` prints it; ``--write README.md`` replaces the
-part of README.md between ``<!-- config-reference:start -->`` and
-``<!-- config-reference:end -->``. A test checks README is up to date.
+``python scripts/config_docs.py`` prints it; ``--write docs/configuration.md`` replaces the
+part of docs/configuration.md between ``<!-- config-reference:start -->`` and
+``<!-- config-reference:end -->``. A test checks the page is up to date.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The "Write your own connector" guide stays true: its code runs, passes the kit, and copies into Kafka.
 
-The ```python blocks of README.md's "## Write your own connector" section are executed in order,
+The ```python blocks of docs/connector-api.md's "## Write your own connector" section are executed in order,
 as one module named like the module the guide's ``connector.class`` points at
 (``my_connectors.sqlite``), so the guide's own imports work. Every conformance
 suite they build is collected here (``TestReadme...``), and
@@ -21,7 +21,7 @@ import pytest
 from airflow_copycat.connect import SourceConnector
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+README = ROOT / "docs" / "connector-api.md"
 HEADING = "## Write your own connector"
 
 
@@ -58,7 +58,7 @@ def _register(module: types.ModuleType) -> None:
         setattr(sys.modules[".".join(parts[:-1])], parts[-1], module)
 
 
-EXAMPLES = {"Readme": _load("README.md", README, _section(README.read_text(encoding="utf-8")))}
+EXAMPLES = {"Readme": _load("docs/connector-api.md", README, _section(README.read_text(encoding="utf-8")))}
 
 SUITES = {}
 for _label, _module in EXAMPLES.items():
@@ -71,7 +71,7 @@ SOURCES = {k: v for k, v in SUITES.items()
 
 
 def test_the_guide_builds_a_suite_for_its_own_source_connector():
-    assert SOURCES, "README.md's guide builds no source_connector_tests(...) suite for a connector it defines"
+    assert SOURCES, "docs/connector-api.md's guide builds no source_connector_tests(...) suite for a connector it defines"
 
 
 @pytest.mark.parametrize("suite", sorted(SOURCES))

