@@ -22,7 +22,7 @@ try:
 except ImportError:  # Airflow 3.0
     from airflow.sdk.execution_time.secrets_masker import mask_secret
 
-from ..runtime import connector_config, copy_job
+from ..runtime.jobs import job_for_config
 
 __all__ = ["connector_secrets", "mask_secret"]
 
@@ -32,14 +32,7 @@ def connector_secrets(raw: Mapping[str, Any]) -> dict[str, Any]:
     ``PASSWORD`` keys and any key named like a secret, each registered
     with Airflow's secrets masker. An unknown ``connector.class`` leaves only the
     keys named like secrets (the plan reports the class)."""
-    if copy_job.is_copy_config(raw):
-        keys = copy_job.secret_keys(raw)
-    else:
-        try:
-            cls = connector_config.validate(raw)[1]
-        except Exception:  # noqa: BLE001 -- an invalid config is reported by make_plan, with every problem
-            cls = None
-        keys = connector_config.secret_keys(raw, cls)
+    keys = job_for_config(raw).secret_keys(raw)
     secrets = {k: raw[k] for k in keys if raw.get(k) not in (None, "")}
     for value in secrets.values():
         mask_secret(str(value))  # no name: Airflow masks a named value only if the name looks secret

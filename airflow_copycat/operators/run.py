@@ -18,6 +18,7 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..hooks.storage import resolve_storage_connections
 from ..runtime import connector_config, submit
 from ..runtime.executor import run_group
+from ..runtime.jobs import job_of
 from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
 from . import metrics
@@ -182,8 +183,8 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         secrets = connector_secrets(resolve_storage_connections(resolve_db_connection(
             connector_config.load_connector_config(self.connector_config))))
         # a copy job (Distcp) needs no Kafka connection
-        worker_props = dict(self.worker_config or {}) if group["kind"] == "copy" else self.hook.worker_props(
-            self.worker_config)
+        job = job_of(group["kind"])
+        worker_props = self.hook.worker_props(self.worker_config) if job.needs_kafka else dict(self.worker_config or {})
         self.log.info("Running group %s of %s: %d task(s)%s", group["group"], group["connector"],
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         progress = GroupProgress(group, worker_props, self._log_progress, local=self.in_process)
@@ -202,18 +203,10 @@ class CopycatRunTaskGroupOperator(BaseOperator):
         self.log.info("%s", progress.final_line(result))
         metrics.group_finished(result, time.monotonic() - started, getattr(context.get("dag"), "dag_id", None))
         for t in result["tasks"]:
-            if group["kind"] == "copy":
-                self.log.info("task %s: %s, %s file(s) copied, %s bytes, %s reused from staging, %s failed, %.1fs%s%s",
-                              t["task"], t["status"], t["records"], t["bytes"], t.get("reused", 0), t["errors"],
-                              t["duration_s"], f", {t['mib_per_s']} MiB/s" if t.get("mib_per_s") else "",
-                              f" -- {t['error']}" if t["error"] else "")
-                for f in t.get("failed_files", []):
-                    self.log.error("  %s: %s", f["origin"], f["error"])
-                continue
-            self.log.info("task %s: %s, %s records, %s bytes, %s tolerated errors (%s dead-lettered), %s filtered, "
-                          "%.1fs%s", t["task"], t["status"], t["records"], t["bytes"], t["errors"],
-                          t["dead_lettered"], t.get("filtered", 0), t["duration_s"],
-                          f" -- {t['error']}" if t["error"] else "")
+            line, failed = job.task_line(t)
+            self.log.info("%s", line)
+            for item in failed:
+                self.log.error("%s", item)
         if result["status"] != "ok":
             context["ti"].xcom_push(key="failed_result", value=result)
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))

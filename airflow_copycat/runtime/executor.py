@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from . import connector_config
+from .jobs import job_of
 from .progress import task_progress
 from .result import group_result
-from .worker import WorkerConfig
 
 
 def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
              secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None) -> dict:
-    """Run one task of a plan (``kind``: source, sink, or copy). ``secrets`` (config keys ->
-    values) replace the ``[hidden]`` values the plan carries.
+    """Run one task of a plan through its job (:func:`.jobs.job_of` ``kind``: source, sink, or copy).
+    ``secrets`` (config keys -> values) replace the ``[hidden]`` values the plan carries.
 
     When the runner asked for progress (``worker_props`` carry the run id of
     :class:`~.progress.GroupProgress`), the task publishes its progress while it runs: to
@@ -24,20 +24,7 @@ def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any]
     progress = task_progress(task, kind, worker_props, listener)
     result = None
     try:
-        if kind == "copy":  # a Distcp job's task: no Kafka
-            from .copy_job import run_copy_task
-
-            result = run_copy_task(task, progress=progress)
-            return result
-        worker = WorkerConfig(worker_props, env={})
-        if kind == "source":  # imported here: a copy job's process needs neither loop (nor pyarrow, Kafka clients)
-            from .source import run_source_task
-
-            result = run_source_task(task, worker, progress=progress)
-            return result
-        from .sink import run_sink_task
-
-        result = run_sink_task(task, worker, progress=progress)
+        result = job_of(kind).run_task(task, kind, worker_props, progress)
         return result
     finally:
         if progress is not None:

@@ -310,7 +310,9 @@ class GroupProgress:
         return f"group {self.group.get('group')} of {self.group.get('connector')}"
 
     def _unit(self) -> str:
-        return "files" if self.group.get("kind") == "copy" else "records"
+        from .jobs import job_of
+
+        return job_of(self.group.get("kind") or "source").unit
 
     def line(self) -> str | None:
         """The current progress line; ``None`` while nothing reported yet."""

@@ -177,9 +177,11 @@ def describe_group(group: dict[str, Any], limit: int = 120) -> str:
     unit(s), 1.5 GB`` (a copy job); cut at ``limit`` characters with how many more there are."""
     head = f"group {group.get('group')}: "
     tasks = group.get("tasks") or []
-    if group.get("kind") == "copy":
-        units, size = sum(int(t.get("units") or 0) for t in tasks), sum(int(t.get("bytes") or 0) for t in tasks)
-        return head + f"{len(tasks)} task(s), {units} work unit(s), {_size(size)}"
+    from .jobs import job_of
+
+    described = job_of(group.get("kind") or "source").describe_tasks(group)
+    if described is not None:
+        return head + described
     names: list[str] = []
     for t in tasks:
         for p in t.get("partitions") or []:
@@ -212,7 +214,7 @@ def _partition_name(p: Any) -> str:
     return json.dumps(p, sort_keys=True, default=str)[:40]
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
