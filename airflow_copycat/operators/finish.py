@@ -90,12 +90,27 @@ class CopycatFinishOperator(BaseOperator):
         dag_id = getattr(context.get("dag"), "dag_id", None)
         metrics.run_finished(summary, dag_id)
         metrics.tasks_timed(summary["connector"], [t for r in results if r for t in r.get("tasks", [])], dag_id)
+        if summary["kind"] == "sink":
+            self._report_lag(summary["connector"], dag_id)
         if summary["failures"]:  # a failed window keeps its offsets: a retry of the run task resumes from them
             raise AirflowException("copycat run failed:\n" + "\n".join(summary["failures"]))
         if plan.get("window"):
             summary["window"] = dict(plan["window"], offsets_deleted=self._forget_window(plan))
         self._emit_assets(context, plan, summary)
         return summary
+
+    def _report_lag(self, connector: str, dag_id: str | None) -> None:
+        """The sink's consumer lag as a metric; a broker that does not answer costs the metric, never the run."""
+        from ..runtime.lag import sink_lag
+
+        try:
+            rows = sink_lag(CopycatKafkaHook(self.kafka_conn_id).worker_config(self.worker_config), connector)
+        except Exception as e:  # noqa: BLE001 -- a metric
+            self.log.warning("consumer lag of %s not known: %s", connector, type(e).__name__)
+            return
+        metrics.sink_lag(connector, rows, dag_id)
+        self.log.info("consumer lag after the run: %s record(s)",
+                      sum(r["lag"] for r in rows if r.get("lag") is not None))
 
     def get_openlineage_facets_on_complete(self, task_instance):
         """The OpenLineage provider's ``OperatorLineage`` of this run: the datasets it read and wrote

@@ -17,7 +17,10 @@ The finish task, once per connector run (counters, incremented by the run's tota
 * ``copycat.<connector>.retries``
 * ``copycat.<connector>.failed_tasks`` -- tasks that failed (emitted before the run fails)
 
-and a timer ``copycat.<connector>.task_duration`` per task (its ``duration_s``).
+and a timer ``copycat.<connector>.task_duration`` per task (its ``duration_s``). After a sink run, a
+gauge ``copycat.<connector>.lag``: the records its consumer group ``connect-<connector>`` is behind the end
+of its topic-partitions when the run finished (what the next run will copy; records produced during the
+run and a run that stopped at its budget show here), not sent when the end cannot be found in time.
 
 The publish task of a copy job (Distcp), once per run: counters ``copycat.<name>.files_copied``,
 ``.bytes_copied``, ``.files_reused``, ``.files_skipped``, ``.deleted``, ``.failed_tasks``, and the
@@ -79,6 +82,14 @@ def copy_finished(summary: dict[str, Any], dag_id: str | None) -> None:
         stats.incr(_name(name, "failed_tasks"), len(summary["failures"]), tags=tags)
     tasks_timed(name, [{"task": t["task"], "duration_s": t.get("seconds")} for t in summary.get("tasks") or []],
                 dag_id)
+
+
+def sink_lag(connector: str, rows: list[dict[str, Any]], dag_id: str | None) -> None:
+    """The ``lag`` gauge after a sink run (``rows``: :func:`airflow_copycat.runtime.lag.sink_lag`'s); not sent
+    when no partition's lag is known."""
+    known = [r["lag"] for r in rows if r.get("lag") is not None]
+    if known:
+        _stats().gauge(_name(connector, "lag"), sum(known), tags={"connector": connector, "dag_id": dag_id or ""})
 
 
 def tasks_timed(connector: str, tasks: list[dict], dag_id: str | None) -> None:

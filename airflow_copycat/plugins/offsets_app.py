@@ -54,7 +54,7 @@ from ..runtime import offset_admin
 from ..runtime.offsets import offset_store
 from . import catalog
 from .catalog import KnownConnector
-from .lag import sink_lag
+from ..runtime.lag import sink_lag
 from .overview import overview
 from .offsets_plugin import URL_PREFIX
 from .page import render

@@ -90,3 +90,39 @@ def test_a_copy_job_sends_its_file_counts_to_statsd(make_copy_dag, run_dag, tmp_
     assert counters[f"airflow.copycat.{name}.files_copied"] == summary["files_copied"] == 3
     assert counters[f"airflow.copycat.{name}.bytes_copied"] == summary["bytes_copied"] > 0
     assert counters[f"airflow.copycat.{name}.group_records"] == 3
+
+
+def test_a_sink_run_sends_the_consumer_lag_it_leaves(make_dag, run_dag, tmp_path, unique, test_worker_config,
+                                                   kafka_conn, statsd):
+    # Given a topic holding 5 lines (copied by a source DAG) and a DAG writing that topic to a file
+    from confluent_kafka import Producer
+
+    from airflow_copycat.runtime.lag import sink_lag
+    from airflow_copycat.runtime.worker import WorkerConfig
+
+    log_file, out_file, topic = tmp_path / "app.log", tmp_path / "out.txt", f"lag-{unique}"
+    write_lines(log_file, 0, 5)
+    fill = make_dag(f"metrics_fill_{unique}", file_source(unique), params={"input": str(log_file), "topic": topic},
+                    in_process=True, worker_config=test_worker_config)
+    assert run_dag(fill).state == "success"
+    connector = f"out-{unique}"
+    sink = make_dag(f"metrics_sink_{unique}", {"name": connector, "connector.class": "FileStreamSink",
+                                               "topics": topic, "file": str(out_file)},
+                    in_process=True, worker_config=test_worker_config)
+    statsd()  # what the fill sent
+
+    # When the sink runs to the end of the topic
+    result = run_dag(sink)
+
+    # Then StatsD received the lag it left, none, as a gauge, and the finish task logged it
+    assert result.state == "success", result.states()
+    assert len(out_file.read_text().splitlines()) == 5
+    gauges = {line.split(":")[0]: float(line.split(":")[1].split("|")[0]) for line in statsd() if line.endswith("|g")}
+    assert gauges[f"airflow.copycat.{connector}.lag"] == 0, gauges
+    # and the same reading counts what arrives after the run: what the next run will copy
+    producer = Producer({"bootstrap.servers": kafka_conn})
+    for i in range(3):
+        producer.produce(topic, f"late {i}".encode())
+    assert producer.flush(30) == 0
+    worker = WorkerConfig({"bootstrap.servers": kafka_conn, **test_worker_config}, env={})
+    assert sum(r["lag"] for r in sink_lag(worker, connector)) == 3

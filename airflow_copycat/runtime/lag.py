@@ -3,7 +3,8 @@ end of each topic-partition it reads, what ``kafka-consumer-groups --describe`` 
 
 Sinks commit their positions to that group after every run (mirroring the offsets they keep in
 the destination, see :mod:`airflow_copycat.runtime.sink`), so the lag is what the next run will
-copy. Kafka only; no Airflow import.
+copy. Kafka only; no Airflow import. Read by the offsets page (:mod:`airflow_copycat.plugins`) and, after
+each sink run, by the finish task for the ``lag`` metric (:mod:`airflow_copycat.operators.metrics`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 
-from ..runtime.kafka import admin_client, existing_topics
-from ..runtime.sink import consumer_group
-from ..runtime.worker import WorkerConfig
+from .kafka import admin_client, existing_topics
+from .sink import consumer_group
+from .worker import WorkerConfig
 
 END_TIMEOUT_S = 15.0
 """How long finding the end of the partitions may take before the lag is reported unknown."""
