@@ -50,7 +50,8 @@ _URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*:
 # a secret in a URL's query string: jdbc:postgresql://h/db?user=u&password=p (Confluent's usual form), and
 # any parameter named like one (libpq's sslpassword, a driver's api_key or token)
 _QUERY_PASSWORD = re.compile(
-    r"([?&;][A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)=)([^&;#\s]+)",
+    r"([?&;][A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)=)"
+    r"([^&;#\s\"'\\]+)",  # the value ends where the URL does: also at a quote or backslash (JSON or log text)
     re.IGNORECASE)
 _WORD = r"[A-Za-z0-9_]"
 

@@ -81,3 +81,11 @@ def test_query_parameters_named_like_secrets_are_hidden_in_plans_and_restored_fo
     assert "KeyPass-42" not in str(shown) and "sslpassword=[hidden]&application_name=copycat" in shown["connection.url"]
     assert secrets == {"connection.url"} and restore_secrets(shown, raw) == raw
     assert scrub(f"could not connect to {url}", []) == f"could not connect to {shown['connection.url']}"
+
+
+def test_a_url_inside_json_or_quotes_loses_only_its_secret():
+    """The URL ends at a quote: hiding its token must not swallow the rest of a JSON document or log line."""
+    doc = json.dumps({"mode": "Spark Connect sc://localhost:15002/;token=abc123", "duration_s": 0.2})
+    shown = scrub(doc, [])
+    assert json.loads(shown) == {"mode": "Spark Connect sc://localhost:15002/;token=[hidden]", "duration_s": 0.2}
+    assert scrub("remote 'sc://h:1/;token=tok1' failed", []) == "remote 'sc://h:1/;token=[hidden]' failed"
