@@ -125,7 +125,7 @@ def test_a_snapshot_over_three_tasks_with_concurrent_writers_replays_to_the_tabl
         # When three tasks snapshot (each under its own exported snapshot; the first run stopped half way through
         # each table by a record budget, so the next run resumes each after its last key), then runs stream,
         # some stopped by a budget, the tasks running together or one after the other
-        for budget in ("60", "150", "-1", "90", "-1"):
+        for budget in ("60", "-1", "90"):
             runs.run_tasks(3, order=order, **{"copycat.run.max.records": budget})
             for n in names:
                 replay(runs, f"pg{unique}.public.{n}", states[n])
