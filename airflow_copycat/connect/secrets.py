@@ -49,10 +49,12 @@ _SECRET_KEY = re.compile(
 _URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
 # a secret in a URL's query string: jdbc:postgresql://h/db?user=u&password=p (Confluent's usual form), and
 # any parameter named like one (libpq's sslpassword, a driver's api_key or token)
-_QUERY_PASSWORD = re.compile(
-    r"([?&;][A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)=)"
-    r"([^&;#\s\"'\\]+)",  # the value ends where the URL does: also at a quote or backslash (JSON or log text)
-    re.IGNORECASE)
+_QUERY_KEY = (r"([?&;](?:[A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)"
+              r"|sig)=)")  # sig: an Azure SAS signature
+# in a config value the secret runs to the next parameter; in free text (a log line, JSON) it also ends at
+# a quote, a backslash escape counting as part of it (a JSON-escaped quote inside the secret)
+_QUERY_PASSWORD = re.compile(_QUERY_KEY + r"([^&;#\s]+)", re.IGNORECASE)
+_QUERY_PASSWORD_IN_TEXT = re.compile(_QUERY_KEY + r"((?:\\.|[^&;#\s\"'\\])+)", re.IGNORECASE)
 _WORD = r"[A-Za-z0-9_]"
 
 
@@ -62,12 +64,13 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 
 
-def hide_url_passwords(text: str) -> str:
+def hide_url_passwords(text: str, *, in_text: bool = False) -> str:
     """``text`` with the password of every ``scheme://user:password@host`` URL and the value of every
     query parameter named like a secret (``password``, ``pwd``, ``sslpassword``, ``token``, ``api_key``...)
-    read as :data:`HIDDEN`."""
+    read as :data:`HIDDEN`. ``text`` is one config value (a URL) unless ``in_text``: free text, where a
+    query value also ends at a quote (a URL inside JSON or a quoted log line)."""
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), text)
-    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + HIDDEN, text)
+    return (_QUERY_PASSWORD_IN_TEXT if in_text else _QUERY_PASSWORD).sub(lambda m: m.group(1) + HIDDEN, text)
 
 
 def has_url_password(value: Any) -> bool:
@@ -122,7 +125,7 @@ class Scrubber:
         pattern = self._compiled()
         if pattern is not None:
             text = pattern.sub(HIDDEN, text)
-        return hide_url_passwords(text)
+        return hide_url_passwords(text, in_text=True)
 
 
 def scrub(text: Any, values: Iterable[Any]) -> str:

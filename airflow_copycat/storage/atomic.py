@@ -208,10 +208,12 @@ class AtomicFiles:
 
 
 def _refused_as_existing(error: OSError) -> bool:
-    """Whether a failed rename was refused because its target exists (HDFS's ``FileAlreadyExistsException``
-    arrives through pyarrow as an ``OSError`` naming it)."""
-    return isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EEXIST \
-        or "exists" in str(error).lower()
+    """Whether a failed rename was refused because its target exists: ``FileExistsError``, ``EEXIST``, or a
+    store's own words for it in the error's message (never in the file name the error also carries)."""
+    if isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EEXIST:
+        return True
+    message = str(error.strerror if error.strerror is not None else (error.args[0] if error.args else "")).lower()
+    return "already exists" in message or "filealreadyexistsexception" in message
 
 
 def find_local(directory: str) -> dict[str, dict]:

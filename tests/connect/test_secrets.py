@@ -89,3 +89,18 @@ def test_a_url_inside_json_or_quotes_loses_only_its_secret():
     shown = scrub(doc, [])
     assert json.loads(shown) == {"mode": "Spark Connect sc://localhost:15002/;token=[hidden]", "duration_s": 0.2}
     assert scrub("remote 'sc://h:1/;token=tok1' failed", []) == "remote 'sc://h:1/;token=[hidden]' failed"
+
+
+def test_a_secret_query_value_is_hidden_whole_in_a_config_value_and_up_to_its_quote_in_text():
+    from airflow_copycat.runtime.connector_config import redact
+
+    url = "jdbc:mysql://h/db?password=pa'ss\\\\w\"d&ssl=1"
+    assert redact({"connection.url": url}, set())["connection.url"] == "jdbc:mysql://h/db?password=[hidden]&ssl=1"
+    # inside JSON the value's escaped quote and backslash are part of it; the document's quote ends it
+    escaped = "jdbc:mysql://h/db?password=pass\\\\w\"d&ssl=1"
+    assert json.loads(scrub(json.dumps({"u": escaped}), [])) == {"u": "jdbc:mysql://h/db?password=[hidden]&ssl=1"}
+    # a raw quote in free text may end the URL: a secret the scrubber knows is hidden whole wherever it is
+    shown = scrub(f"connect to '{url}'", ["pa'ss\\\\w\"d"])
+    assert "pa'ss" not in shown and 'w"d' not in shown and shown.endswith("password=[hidden]&ssl=1'")
+    assert scrub("https://acct.blob.core.windows.net/c?sv=2024&sig=AbC%2B&design=x", []) == \
+        "https://acct.blob.core.windows.net/c?sv=2024&sig=[hidden]&design=x"

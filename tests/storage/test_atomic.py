@@ -174,3 +174,12 @@ def test_a_rename_failing_for_another_reason_never_deletes_the_target(monkeypatc
     with pytest.raises(OSError, match="Slow Down"):
         af.rename(f"{root}/marker.json.x.tmp", f"{root}/marker.json")
     assert af.fs.cat_file(f"{root}/marker.json") == b"old"
+
+
+def test_only_the_stores_own_words_for_an_existing_target_count_as_a_refusal():
+    from airflow_copycat.storage.atomic import _refused_as_existing
+
+    assert _refused_as_existing(FileExistsError("x"))
+    assert _refused_as_existing(OSError("org.apache.hadoop.fs.FileAlreadyExistsException: /t/x already exists"))
+    # a throttled request about a file whose name says "exists" is not one
+    assert not _refused_as_existing(OSError(5, "SlowDown", "s3://b/topics/_copycat/offsets/account_exists+0.json"))
