@@ -299,3 +299,34 @@ def cli_env(tmp_path, airflow_db):
 def airflow_cli() -> str:
     """The ``airflow`` command of this interpreter's environment."""
     return str(Path(sys.executable).parent / "airflow")
+
+
+# ---- the offset store of one test, behind kafka_default (the offsets DAG's and the offsets page's tests)
+
+
+@pytest.fixture
+def secret(unique):
+    """A SASL password of the test's Kafka connection, which must show up nowhere."""
+    return f"pw-{unique}-never-shown"
+
+
+@pytest.fixture
+def worker(kafka_conn, test_worker_config, monkeypatch, secret):
+    """``kafka_default`` for this test: its extra names the test's own offset topic (a connection doubles as
+    worker properties) and carries :func:`secret` as SASL password; returns the same worker config."""
+    from airflow_copycat.runtime.worker import WorkerConfig
+
+    extra = {"bootstrap.servers": kafka_conn, "sasl.username": "copycat", "sasl.password": secret,
+             **test_worker_config}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
+    return WorkerConfig({"bootstrap.servers": kafka_conn, **test_worker_config}, env={})
+
+
+@pytest.fixture
+def store(worker):
+    """The offset store of :func:`worker`'s offset topic."""
+    from airflow_copycat.runtime.offsets import KafkaOffsetStore
+
+    s = KafkaOffsetStore(worker)
+    yield s
+    s.close()

@@ -13,8 +13,6 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from airflow_copycat.runtime.offsets import KafkaOffsetStore
-from airflow_copycat.runtime.worker import WorkerConfig
 
 from .conftest import DAGS_FOLDER
 
@@ -30,28 +28,6 @@ def _load(path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.dag
-
-
-@pytest.fixture
-def secret(unique):
-    return f"pw-{unique}-do-not-show"
-
-
-@pytest.fixture
-def worker(kafka_conn, test_worker_config, monkeypatch, secret):
-    """``kafka_default`` for this test: its extra names the test's own offset topic (a connection doubles as
-    worker properties) and carries a SASL password, which must show up nowhere."""
-    extra = {"bootstrap.servers": kafka_conn, "sasl.username": "copycat", "sasl.password": secret,
-             **test_worker_config}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
-    return WorkerConfig({"bootstrap.servers": kafka_conn, **test_worker_config}, env={})
-
-
-@pytest.fixture
-def store(worker):
-    s = KafkaOffsetStore(worker)
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -26,8 +26,6 @@ import pytest
 
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
-from airflow_copycat.runtime.offsets import KafkaOffsetStore
-from airflow_copycat.runtime.worker import WorkerConfig
 
 from .conftest import AIRFLOW_HOME, DAGS_FOLDER
 
@@ -36,27 +34,6 @@ pytestmark = pytest.mark.slow
 REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
 A = {"filename": "/var/log/app/a.log"}
 B = {"filename": "/var/log/app/b.log"}
-
-
-@pytest.fixture
-def secret(unique):
-    return f"pw-{unique}-never-shown"
-
-
-@pytest.fixture
-def worker(kafka_conn, test_worker_config, monkeypatch, secret):
-    """``kafka_default`` names the test's own offset topic and carries a SASL password."""
-    extra = {"bootstrap.servers": kafka_conn, "sasl.username": "copycat", "sasl.password": secret,
-             **test_worker_config}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
-    return WorkerConfig({"bootstrap.servers": kafka_conn, **test_worker_config}, env={})
-
-
-@pytest.fixture
-def store(worker):
-    s = KafkaOffsetStore(worker)
-    yield s
-    s.close()
 
 
 def _sync_dags() -> None:
