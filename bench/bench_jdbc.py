@@ -83,7 +83,7 @@ from _common import create_topic, delete_topic, fail, kafka, note, produce_all, 
 from bench_spark_startup import TRIVIAL_APP, spark_submit
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from airflow_copycat.converters.json_converter import _java_float_json
+from airflow_copycat.converters.java_numbers import _java_float_json
 from airflow_copycat.runtime import submit
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.kafka import read_to_end

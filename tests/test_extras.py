@@ -17,7 +17,7 @@ CASES = {
                         "create_engine({'connection.url': 'jdbc:postgresql://127.0.0.1:5432/test'})"),
     "cdc": ("psycopg", "from airflow_copycat.runtime.plugins import resolve_connector\n"
                        "resolve_connector('io.debezium.connector.postgresql.PostgresConnector')"),
-    "distcp": ("cryptography", "from airflow_copycat.distcp.converters import _file_key\n"
+    "distcp": ("cryptography", "from airflow_copycat.distcp.aes_stream import _file_key\n"
                                "_file_key(b'k' * 32, b'salt')"),
 }
 

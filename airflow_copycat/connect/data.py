@@ -19,11 +19,9 @@ Decimal        bytes       two's-complement big-endian unscaled     ``decimal.De
 Values are plain Python: ``int``, ``float``, ``bool``, ``str``, ``bytes``,
 ``list``, ``dict``, :class:`Struct`, and the Python values of the logical types.
 
-Why over 500 lines: the Connect data API in one place, as Kafka Connect's ``data`` package:
-Schema, SchemaBuilder, Field, Struct, the four logical types and value validation, which refer to
-each other (a Struct validates against its Schema, the builder makes Schemas, logical types are
-Schemas). Most of the lines are contract docstrings. Issue 15 may split it into ``schema`` and
-``struct`` modules re-exported here; the interfaces stay where connector authors import them.
+Over 500 lines because its classes refer to each other at import and call time (a Schema validates
+its default with ``validate_value``, which checks Structs and the logical types, which are built with
+``SchemaBuilder``), so split apart they would import each other in a cycle; most lines are docstrings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The built-in converters beyond the trivial ones: Kafka's ``JsonConverter`` (:mod:`.json_converter`),
+"""The built-in converters beyond the trivial ones: Kafka's ``JsonConverter`` (:mod:`.json_converter`,
+its parts in :mod:`.json_schemas`, :mod:`.json_encoding`, :mod:`.json_decoding`, :mod:`.json_text`, :mod:`.java_numbers`),
 Confluent's ``AvroConverter`` and the registry-less Avro layouts (:mod:`.avro`), and the dead-letter
 record format built on the JSON converter (:mod:`.dead_letters`).
 

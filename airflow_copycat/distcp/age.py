@@ -24,7 +24,7 @@ are Bech32 ``age1...`` strings, identities ``AGE-SECRET-KEY-1...``.
 
 Decryption authenticates the header (its MAC) before any payload, and every chunk before any of its
 bytes is returned; a wrong identity, a changed, truncated, reordered or extended file raises
-:class:`~.converters.ConversionError` naming the file and never showing a key. Stanzas of other types
+:class:`~.streams.ConversionError` naming the file and never showing a key. Stanzas of other types
 (other recipient kinds, "grease") are skipped, as age does. ASCII-armored files (``age -a``) are
 refused with a message saying so. Secrets are never in an exception or a ``repr``.
 """
@@ -38,7 +38,7 @@ import os
 import re
 
 from ..extras import require
-from .converters import ConversionError, _Chunked, _read_exact
+from .streams import ConversionError, _Chunked, _read_exact
 
 AGE_MAGIC = b"age-encryption.org/v1\n"
 ARMOR_MAGIC = b"-----BEGIN AGE ENCRYPTED FILE-----"

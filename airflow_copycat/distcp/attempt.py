@@ -30,8 +30,8 @@ import time
 from typing import Iterable
 
 from ..storage import is_local
-from . import converters as conv
 from .localcopy import PROGRAMMING_ERRORS
+from .streams import CHUNK, copy_stream
 
 ATTEMPT_PREFIX = "_attempt-"
 """The names of temporaries in a file's staging directory: ``_attempt-<time>-<random>-<n>``."""
@@ -87,7 +87,7 @@ class Attempt:
         rm_quietly(self.fs, tmp)
         self._pending.discard(tmp)
 
-    def write_stream(self, src, hashers: Iterable = (), chunk: int = conv.CHUNK) -> tuple[str, int]:
+    def write_stream(self, src, hashers: Iterable = (), chunk: int = CHUNK) -> tuple[str, int]:
         """``src`` (to its end, in reads of ``chunk`` bytes) into a temporary: (its path, its bytes)."""
         tmp = self.tmp()
         hashers = list(hashers)
@@ -96,7 +96,7 @@ class Attempt:
                 for h in hashers:
                     h.update(b)
                 out.write(b)
-            n = conv.copy_stream(src, write, chunk)
+            n = copy_stream(src, write, chunk)
         return tmp, n
 
     def write_bytes(self, data: bytes) -> str:
@@ -108,7 +108,7 @@ class Attempt:
             self.fs.pipe_file(tmp, data)
         return tmp
 
-    def copy(self, src: str, chunk: int = conv.CHUNK) -> tuple[str, int]:
+    def copy(self, src: str, chunk: int = CHUNK) -> tuple[str, int]:
         with self.fs.open(src, "rb") as fin:
             return self.write_stream(fin, chunk=chunk)
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty
 from ..connect.errors import ConfigException
-from .converters import DECOMPRESS_MAX_RATIO, UNTAR_MAX_BYTES, UNTAR_MAX_ENTRIES
+from .limits import DECOMPRESS_MAX_RATIO, UNTAR_MAX_BYTES, UNTAR_MAX_ENTRIES
 from .encryption import EncryptionKeys
 from .model import PRESERVABLE
 
@@ -36,7 +36,7 @@ def _preserve(key: str, value: Any) -> str | None:
 
 
 def _glob(key: str, value: Any) -> str | None:
-    """A glob in fsspec's dialect (the one ``fs.glob`` and :func:`.listing.glob_matcher` use)."""
+    """A glob in fsspec's dialect (the one ``fs.glob`` and :func:`.selection.glob_matcher` use)."""
     from fsspec.utils import glob_translate
 
     pattern = str(value or "").strip().strip("/")

@@ -61,11 +61,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import fsspec
 
-from .listing import (
-    _ancestors, _find, _fs_checksum, _hidden, _join, _mtime, _norm_root, _relative_to, date_filter, glob_matcher,
-    is_sidecar, source_name_candidates,
-)
+from .destination_names import source_name_candidates
+from .entries import _find, _fs_checksum, _mtime
 from .model import CONTROL_DIR, CopyableFile, Dataset, Staging
+from .paths import _ancestors, _hidden, _join, _norm_root, _relative_to
+from .selection import date_filter, glob_matcher, is_sidecar
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
     recipients of ``encryption.recipients`` (``age1...`` public keys, comma-separated), or, without
     recipients, to ``encryption.passphrase`` (scrypt, work factor ``encryption.scrypt.work.factor``);
   * else, with only ``encryption.key``, the earlier **copycat** AES-256-GCM stream
-    (``CPYCAT\\x00\\x01``, :mod:`.converters`): kept so existing jobs write what their readers read.
+    (``CPYCAT\\x00\\x01``, :mod:`.aes_stream`): kept so existing jobs write what their readers read.
 
 ``decrypt`` tells the two formats apart by their first bytes (``age-encryption.org/v1\\n`` /
 ``CPYCAT``) and reads an age file with the identities of ``encryption.identity`` (the
@@ -84,7 +84,8 @@ class EncryptionKeys:
             except ValueError as e:
                 out.append((IDENTITY, "[hidden]", str(e)))
         if _secret(self.key):
-            from .converters import ConversionError, parse_key
+            from .aes_stream import parse_key
+            from .streams import ConversionError
 
             try:
                 parse_key(self.key)
@@ -108,17 +109,17 @@ class EncryptionKeys:
         return out
 
     def check(self, converters) -> None:
-        """Raise :class:`~.converters.ConversionError` with every problem of :meth:`problems`."""
+        """Raise :class:`~.streams.ConversionError` with every problem of :meth:`problems`."""
         problems = self.problems(converters)
         if problems:
-            from .converters import ConversionError
+            from .streams import ConversionError
 
             raise ConversionError("; ".join(f"{k} {p}" if p.startswith("must") else f"{k}: {p}"
                                             for k, _, p in problems))
 
     def encrypt(self, stream):
         """The encrypted stream of ``stream`` in the format :meth:`writes` names."""
-        from .converters import EncryptStream, parse_key
+        from .aes_stream import EncryptStream, parse_key
 
         if self.writes() == "age":
             return age.AgeEncryptStream(stream, [age.parse_recipient(r) for r in self.recipients],
@@ -127,7 +128,8 @@ class EncryptionKeys:
 
     def decrypt(self, stream, label: str):
         """The plaintext of ``stream``, an age or a copycat file (told by its first bytes)."""
-        from .converters import ENC_MAGIC, ConversionError, DecryptStream, _read_exact, parse_key, _Prefixed
+        from .aes_stream import ENC_MAGIC, DecryptStream, parse_key
+        from .streams import ConversionError, _Prefixed, _read_exact
 
         head = _read_exact(stream, len(age.AGE_MAGIC))
         stream = _Prefixed(head, stream)

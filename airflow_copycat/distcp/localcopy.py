@@ -45,7 +45,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from .converters import _describe
+from .streams import _describe
 
 BLOCK = 8 << 20
 """Bytes per read and write of the fast copy (and per ``copy_file_range`` call without progress)."""

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..connect.data import Type
-from ..converters.avro.converter import CONFLUENT_MAGIC
+from ..converters.avro.layouts import CONFLUENT_MAGIC
 from .batch_encoders import BatchEncoder, Encoded, _combined, _epoch_ms, _mask, _time_ms, decimal_bytes
 
 _EMPTY = pa.scalar(b"", pa.large_binary())

@@ -43,7 +43,9 @@ from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch, _values
 from ..connect.converters import ByteArrayConverter, Converter, StringConverter
 from ..connect.data import Date, Decimal, Schema, Time, Timestamp, Type
 from ..connect.errors import DataException
-from ..converters.json_converter import JsonConverter, _java_double_json, _java_float_json, _quote
+from ..converters.java_numbers import _java_double_json, _java_float_json
+from ..converters.json_converter import JsonConverter
+from ..converters.json_text import _quote
 
 _INTS = {Type.INT8: pa.int8(), Type.INT16: pa.int16(), Type.INT32: pa.int32(), Type.INT64: pa.int64()}
 # the two-character escapes Jackson writes: the byte, and the letter after the backslash

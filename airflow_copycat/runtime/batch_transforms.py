@@ -43,7 +43,8 @@ import pyarrow.compute as pc
 from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch
 from ..connect.data import Type
 from ..transforms.debezium import DELETED_FIELD, ExtractNewRecordState, is_envelope
-from ..transforms.fields import HoistField, InsertField, ReplaceField
+from ..transforms.extract_hoist import HoistField
+from ..transforms.fields import InsertField, ReplaceField
 from ..transforms.filter import Filter
 from ..transforms.predicates import HasHeaderKey, TopicNameMatches
 from ..transforms.routing import RegexRouter, TimestampRouter

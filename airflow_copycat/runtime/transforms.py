@@ -48,8 +48,8 @@ TRANSFORM_ENTRY_POINT_GROUP = "airflow_copycat.transforms"
 
 log = logging.getLogger("airflow_copycat.transforms")
 
-_BUILTIN_MODULES = ("fields", "flatten", "cast", "timestamps", "routing", "headers", "metadata", "filter",
-                    "predicates", "debezium")
+_BUILTIN_MODULES = ("fields", "mask", "extract_hoist", "flatten", "cast", "timestamps", "routing", "headers",
+                    "metadata", "filter", "predicates", "debezium")
 _STAGE_KEYS = frozenset({"type", "predicate", "negate"})
 
 

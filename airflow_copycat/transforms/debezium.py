@@ -89,7 +89,8 @@ from ._keyvalue import (
     trusted_struct,
     type_name,
 )
-from .fields import ExtractField, InsertField
+from .extract_hoist import ExtractField
+from .fields import InsertField
 from .headers import header_bytes
 
 log = logging.getLogger("airflow_copycat.transforms")

@@ -103,7 +103,7 @@ def writer_schema(schema: Schema) -> str:
 def fresh_process(monkeypatch):
     """As in another process: no schema written by a converter of this one is known."""
     monkeypatch.setattr(avro_single_object, "WRITTEN", SchemaStore())
-    import airflow_copycat.converters.avro.converter as module
+    import airflow_copycat.converters.avro.layouts as module
 
     monkeypatch.setattr(module, "WRITTEN", avro_single_object.WRITTEN)
 
@@ -271,7 +271,7 @@ def test_java_avro_reads_what_the_converter_writes_and_the_converter_reads_what_
         tmp_path_factory, cases, monkeypatch):
     work = tmp_path_factory.mktemp("java")
     monkeypatch.setattr(avro_single_object, "WRITTEN", SchemaStore())
-    import airflow_copycat.converters.avro.converter as module
+    import airflow_copycat.converters.avro.layouts as module
 
     monkeypatch.setattr(module, "WRITTEN", avro_single_object.WRITTEN)
     cases = [(ORDER_V2, [order(n, 2) for n in range(3)])] + cases  # decimals, timestamps, dates, times, int8

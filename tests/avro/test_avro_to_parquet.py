@@ -52,11 +52,11 @@ def avro_converter(request, schema_registry_url, monkeypatch):
     if request.param == "registry":
         settings["value.converter.schema.registry.url"] = schema_registry_url
     if request.param == "single-object":
-        from airflow_copycat.converters.avro import converter as avro_converter
+        from airflow_copycat.converters.avro import layouts as avro_layouts
         from airflow_copycat.converters.avro import single_object as avro_single_object
 
         # as in separate processes: what the source's converter wrote is not known to the sink's but by config
-        monkeypatch.setattr(avro_converter, "WRITTEN", avro_single_object.SchemaStore())
+        monkeypatch.setattr(avro_layouts, "WRITTEN", avro_single_object.SchemaStore())
         settings["value.converter.embedded.schema.format"] = "single-object"
         settings["value.converter.known.schemas"] = json.dumps(
             [AvroData().from_connect_schema(s) for s in (ORDER_V1, ORDER_V2)])

@@ -22,6 +22,7 @@ import sys
 
 import pytest
 
+from airflow_copycat.connect.converters import SchemaAndValue
 from airflow_copycat.connect.data import (
     Date,
     Decimal,
@@ -32,7 +33,7 @@ from airflow_copycat.connect.data import (
     Timestamp,
     Type,
 )
-from airflow_copycat.converters import json_converter as jc
+from airflow_copycat.converters import json_decoding, json_text
 from airflow_copycat.converters.json_converter import JsonConverter
 from tests.support.slow_paths import slow_paths
 
@@ -77,16 +78,16 @@ def test_quote_matches_the_jackson_escaper_on_random_strings():
     strings += ["", "\\u", "a\\ub", "\x7f", "\ud83d\ude00", "\U0001f600", "\x00", "\x1f", "\x0b", "\b\t\n\f\r"]
     strings += [chr(c) for c in range(0x10000)] + ["\U00010000", "\U0010ffff"]
     for s in strings:
-        assert jc._quote(s) == jc._jackson_quote(s), repr(s)
+        assert json_text._quote(s) == json_text._jackson_quote(s), repr(s)
 
 
 def test_quote_fast_path_is_taken_for_plain_text():
     line = '2026-11-22T00:00:00.036Z web-06 nginx[6638]: 10.171.9.160 "POST /api/v1/items/497903" 200 "a\\b"'
-    assert jc._quote(line) == json.dumps(line, ensure_ascii=False) == jc._jackson_quote(line)
-    assert jc._quote("tab\there") == '"tab\\there"'
-    assert jc._quote("\x01") == '"\\u0001"'  # upper-case hex from the Jackson escaper
-    assert jc._quote("\x1f") == '"\\u001F"'
-    assert jc._quote("\U0001f600") == '"\\uD83D\\uDE00"'
+    assert json_text._quote(line) == json.dumps(line, ensure_ascii=False) == json_text._jackson_quote(line)
+    assert json_text._quote("tab\there") == '"tab\\there"'
+    assert json_text._quote("\x01") == '"\\u0001"'  # upper-case hex from the Jackson escaper
+    assert json_text._quote("\x1f") == '"\\u001F"'
+    assert json_text._quote("\U0001f600") == '"\\uD83D\\uDE00"'
 
 
 # ---------------------------------------------------------------------- random schemas and values
@@ -187,7 +188,7 @@ def canon(v):
         return (type(v).__name__, tuple(canon(x) for x in v))
     if isinstance(v, float):
         return ("float", struct.pack("<d", v))
-    if isinstance(v, jc.SchemaAndValue):
+    if isinstance(v, SchemaAndValue):
         return ("SchemaAndValue", canon(v.schema), canon(v.value))
     return (type(v).__name__, repr(v))
 
@@ -365,7 +366,7 @@ def test_reading_map_keys_of_a_logical_string_schema_still_fails_in_put():
         with slow_paths():
             want = outcome(converter().to_connect_data, "t", data)
         assert got == want and got[0] == "error" and "logical type" in got[2]
-    assert jc._fits_unchecked(schema) is False
+    assert json_decoding._fits_unchecked(schema) is False
 
 
 def test_reading_a_null_struct_field_with_a_struct_default_still_fails_in_put():
@@ -438,7 +439,7 @@ def test_float32_fast_path_reads_the_value_of_the_exact_path(bits, offset, digit
     import struct
     from fractions import Fraction
 
-    from airflow_copycat.converters.json_converter import _round_f32, _to_f32
+    from airflow_copycat.converters.java_numbers import _round_f32, _to_f32
 
     lo = struct.unpack("<f", struct.pack("<I", bits))[0]
     hi = struct.unpack("<f", struct.pack("<I", min(bits + 1, 0x7F7FFFFF)))[0]

@@ -17,18 +17,12 @@ from airflow_copycat.connect.errors import ConfigException, DataException
 from airflow_copycat.connect.records import SinkRecord, SourceRecord
 from airflow_copycat.connect.transforms import Predicate, Transformation
 from airflow_copycat.transforms.cast import Cast, java_double_string, java_float_string
-from airflow_copycat.transforms.fields import (
-    ExtractField,
-    HoistField,
-    InsertField,
-    MaskField,
-    ReplaceField,
-    ValueToKey,
-    _parse_path_v2,
-)
+from airflow_copycat.transforms.extract_hoist import ExtractField, HoistField, _parse_path_v2
+from airflow_copycat.transforms.fields import InsertField, ReplaceField, ValueToKey
 from airflow_copycat.transforms.filter import Filter
 from airflow_copycat.transforms.flatten import Flatten
 from airflow_copycat.transforms.headers import DropHeaders, HeaderFrom, InsertHeader, header_bytes
+from airflow_copycat.transforms.mask import MaskField
 from airflow_copycat.transforms.metadata import SetSchemaMetadata
 from airflow_copycat.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
 from airflow_copycat.transforms.routing import RegexRouter, TimestampRouter

@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 
 from airflow_copycat.connect.config import Password
 from airflow_copycat.connect.errors import ConfigException
-from airflow_copycat.distcp import age
-from airflow_copycat.distcp import converters as conv
+from airflow_copycat.distcp import aes_stream, age
 from airflow_copycat.distcp.config import parse_copy_config
-from airflow_copycat.distcp.converters import ConversionError, open_outputs
+from airflow_copycat.distcp.converters import open_outputs
 from airflow_copycat.distcp.copier import copy_unit
 from airflow_copycat.distcp.encryption import EncryptionKeys
 from airflow_copycat.distcp.model import Staging, WorkUnit
+from airflow_copycat.distcp.streams import ConversionError
 from tests.distcp.test_copier import put, staged_files
 
 CHUNK = age.CHUNK
@@ -237,7 +237,7 @@ def test_tampering_is_detected_by_us_and_by_age(keys, tmp_path):
 
 def test_both_formats_are_read_by_one_decrypt_and_told_apart_by_their_magic(keys):
     _, identity, recipient = keys
-    legacy = read_all(conv.EncryptStream(io.BytesIO(b"old"), bytes.fromhex(LEGACY_KEY), 1000))
+    legacy = read_all(aes_stream.EncryptStream(io.BytesIO(b"old"), bytes.fromhex(LEGACY_KEY), 1000))
     new = encrypt(b"new", recipients=(recipient,))
     both = {"identity": Password(identity), "key": Password(LEGACY_KEY)}
     assert decrypt(legacy, **both) == b"old" and decrypt(new, **both) == b"new"
@@ -251,7 +251,7 @@ def test_both_formats_are_read_by_one_decrypt_and_told_apart_by_their_magic(keys
     with pytest.raises(ConversionError, match="ASCII-armored"):
         decrypt(armored, **both)
     # encryption.key alone still writes the earlier format (existing jobs keep their readers)
-    assert encrypt(b"x", key=LEGACY_KEY).startswith(conv.ENC_MAGIC)
+    assert encrypt(b"x", key=LEGACY_KEY).startswith(aes_stream.ENC_MAGIC)
 
 
 # --------------------------------------------------------------------------- config and the copier

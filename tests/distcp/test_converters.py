@@ -14,14 +14,18 @@ import zlib
 
 import pytest
 
+from airflow_copycat.distcp import aes_stream, decompress, streams
 from airflow_copycat.distcp import converters as conv
-from airflow_copycat.distcp.converters import ConversionError, Link, open_outputs
+from airflow_copycat.distcp.converters import open_outputs
+from airflow_copycat.distcp.limits import Limits
+from airflow_copycat.distcp.streams import ConversionError
+from airflow_copycat.distcp.untar import Link
 
 KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 
 def zstd_compress(data: bytes) -> bytes:
-    return conv._zstd().compress(data)
+    return decompress._zstd().compress(data)
 
 
 def read_all(stream, n: int = 1000) -> bytes:
@@ -122,7 +126,7 @@ def test_streams_are_read_piecewise_with_bounded_memory():
         total = 0
         for path, stream in open_outputs(io.BytesIO(gz), "zeros.gz", ["decompress"]):
             while True:
-                b = stream.read(conv.CHUNK)
+                b = stream.read(streams.CHUNK)
                 if not b:
                     break
                 total += len(b)
@@ -289,11 +293,11 @@ def test_corrupt_entry_inside_archive_names_entry():
 
 
 def encrypt(data: bytes, chunk: int = 1000, key: str = KEY) -> bytes:
-    return read_all(conv.EncryptStream(io.BytesIO(data), bytes.fromhex(key), chunk), 777)
+    return read_all(aes_stream.EncryptStream(io.BytesIO(data), bytes.fromhex(key), chunk), 777)
 
 
 def decrypt(data: bytes, key: str = KEY) -> bytes:
-    return read_all(conv.DecryptStream(io.BytesIO(data), bytes.fromhex(key), "secret.bin.enc"), 555)
+    return read_all(aes_stream.DecryptStream(io.BytesIO(data), bytes.fromhex(key), "secret.bin.enc"), 555)
 
 
 @pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 3000, 3500])
@@ -301,8 +305,8 @@ def test_encrypt_decrypt_round_trip(size):
     data = os.urandom(size)
     sealed = encrypt(data)
     chunks = max(1, -(-size // 1000))
-    assert len(sealed) == conv.ENC_HEADER + size + conv.ENC_TAG * chunks
-    assert sealed.startswith(conv.ENC_MAGIC)
+    assert len(sealed) == aes_stream.ENC_HEADER + size + aes_stream.ENC_TAG * chunks
+    assert sealed.startswith(aes_stream.ENC_MAGIC)
     assert decrypt(sealed) == data
 
 
@@ -313,7 +317,7 @@ def test_encrypt_is_randomised_and_hides_plaintext():
 
 
 def test_round_trip_through_open_outputs_with_default_chunks():
-    data = os.urandom(3 * conv.ENC_CHUNK + 5)
+    data = os.urandom(3 * aes_stream.ENC_CHUNK + 5)
     [(path, sealed)] = outputs(data, "x.bin", ["encrypt"], KEY)
     assert path == ""
     assert outputs(sealed, "x.bin.enc", ["decrypt"], KEY) == [("", data)]
@@ -325,7 +329,7 @@ def test_round_trip_through_open_outputs_with_default_chunks():
 def test_tampering_and_truncation_are_detected():
     data = os.urandom(3500)
     sealed = encrypt(data)  # header 35, chunks of 1016 bytes: 3 full + one of 516
-    h, c = conv.ENC_HEADER, 1000 + conv.ENC_TAG
+    h, c = aes_stream.ENC_HEADER, 1000 + aes_stream.ENC_TAG
     chunks = [sealed[h + i * c: h + (i + 1) * c] for i in range(4)]
     cases = {
         "flipped ciphertext byte": sealed[:h + 10] + bytes([sealed[h + 10] ^ 1]) + sealed[h + 11:],
@@ -355,8 +359,8 @@ def test_tampering_and_truncation_are_detected():
 def test_nothing_of_a_bad_chunk_is_released():
     data = os.urandom(2500)
     sealed = bytearray(encrypt(data))
-    sealed[conv.ENC_HEADER + 1016 + 5] ^= 1  # second chunk
-    s = conv.DecryptStream(io.BytesIO(bytes(sealed)), bytes.fromhex(KEY), "f")
+    sealed[aes_stream.ENC_HEADER + 1016 + 5] ^= 1  # second chunk
+    s = aes_stream.DecryptStream(io.BytesIO(bytes(sealed)), bytes.fromhex(KEY), "f")
     assert s.read(1000) == data[:1000]
     with pytest.raises(ConversionError):
         s.read(1000)
@@ -416,7 +420,7 @@ def _padded(data: bytes) -> bytes:
 def _consume(data: bytes, name: str, converters, limits=None) -> None:
     for _, item in open_outputs(io.BytesIO(data), name, converters, limits=limits):
         if not isinstance(item, Link):
-            conv.drain(item, 1 << 20)
+            streams.drain(item, 1 << 20)
 
 
 def _peak_while(fn) -> int:
@@ -481,10 +485,10 @@ def test_decompression_bombs_are_refused_as_bytes_come_out(converters, compress,
 
     data = bomb(64 << 20)
     with pytest.raises(ConversionError) as e:
-        _consume(data, name, converters, conv.Limits(max_ratio=100))
+        _consume(data, name, converters, Limits(max_ratio=100))
     assert name in str(e.value) and "decompress.max.ratio = 100 times" in str(e.value)
     assert re.search(r"\((16|17)\.0 MiB from", str(e.value)), str(e.value)  # refused as bytes come out
-    _consume(data, name, converters, conv.Limits(max_ratio=0))  # 0: no bound
+    _consume(data, name, converters, Limits(max_ratio=0))  # 0: no bound
     # the default (1000) with a tiny file: 8 MiB of zeros from a few KiB is allowed (the 16 MiB floor)
     _consume(bomb(8 << 20), name, converters)
 
@@ -492,30 +496,30 @@ def test_decompression_bombs_are_refused_as_bytes_come_out(converters, compress,
 def test_untar_entry_and_byte_bounds_name_the_entry_and_the_key():
     tar = make_tar([(f"f{k}", b"x" * 100) for k in range(30)])
     with pytest.raises(ConversionError) as e:
-        _consume(tar, "many.tar", ["untar"], conv.Limits(max_entries=10))
+        _consume(tar, "many.tar", ["untar"], Limits(max_entries=10))
     assert "archive many.tar: entry 'f10' is past untar.max.entries = 10" in str(e.value)
     with pytest.raises(ConversionError) as e:
-        _consume(tar, "many.tar", ["untar"], conv.Limits(max_bytes=1050))
+        _consume(tar, "many.tar", ["untar"], Limits(max_bytes=1050))
     assert "archive many.tar: entry 'f10' takes its expanded size past untar.max.bytes = 1050" in str(e.value)
-    _consume(tar, "many.tar", ["untar"], conv.Limits(max_bytes=3000, max_entries=30))
+    _consume(tar, "many.tar", ["untar"], Limits(max_bytes=3000, max_entries=30))
     # an entry whose header claims too much fails before any of it is read
     big = make_tar([("huge", os.urandom(3 << 20))])
-    limits = conv.Limits(max_bytes=1 << 20)
+    limits = Limits(max_bytes=1 << 20)
     with pytest.raises(ConversionError, match="entry 'huge' takes its expanded size past untar.max.bytes"):
         _consume(big, "big.tar", ["untar"], limits)
     assert limits.bytes == 0
     # nested archives: the bytes of the inner archive's outputs count, not the inner archive twice
     inner = make_tar([("a", b"a" * 600), ("b", b"b" * 600)])
     outer = make_tar([("in.tar", inner)])
-    limits = conv.Limits(max_bytes=1200)
+    limits = Limits(max_bytes=1200)
     _consume(outer, "outer.tar", ["untar", "untar"], limits)
     assert limits.bytes == 1200 and limits.entries == 3
     with pytest.raises(ConversionError, match=r"archive outer.tar\[in.tar\]: entry 'b'"):
-        _consume(outer, "outer.tar", ["untar", "untar"], conv.Limits(max_bytes=1199))
+        _consume(outer, "outer.tar", ["untar", "untar"], Limits(max_bytes=1199))
 
 
 def test_limits_from_config():
-    limits = conv.Limits.from_config({})
+    limits = Limits.from_config({})
     assert (limits.max_bytes, limits.max_entries, limits.max_ratio) == (100 << 30, 1_000_000, 1000)
-    limits = conv.Limits.from_config({"untar.max.bytes": 5, "untar.max.entries": 0, "decompress.max.ratio": 2.5})
+    limits = Limits.from_config({"untar.max.bytes": 5, "untar.max.entries": 0, "decompress.max.ratio": 2.5})
     assert (limits.max_bytes, limits.max_entries, limits.max_ratio) == (5, 0, 2.5)

@@ -19,11 +19,13 @@ import uuid
 import fsspec
 import pytest
 
+from airflow_copycat.distcp import aes_stream, reading, split_copy, whole_copy
 from airflow_copycat.distcp import converters as conv
-from airflow_copycat.distcp import copier
-from airflow_copycat.distcp.copier import copy_unit, finish_split, read_done_marker
+from airflow_copycat.distcp.copier import copy_unit
+from airflow_copycat.distcp.done_markers import read_done_marker
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
 from airflow_copycat.distcp.publish import Publisher
+from airflow_copycat.distcp.split_copy import finish_split
 from airflow_copycat.distcp.staged import SetDir, data_name, flat_layout
 
 KEY = "ab" * 32
@@ -228,8 +230,9 @@ def test_file_that_grows_during_the_copy_fails(local, monkeypatch):
     staging = Staging(tgt)
     data = os.urandom(3 << 20)
     f = put(fs, src, "growing.log", data)
-    monkeypatch.setattr(copier, "PROGRESS_EVERY", 1 << 20)
-    monkeypatch.setattr(copier, "CHUNK", 1 << 20)
+    monkeypatch.setattr(reading, "PROGRESS_EVERY", 1 << 20)
+    monkeypatch.setattr(whole_copy, "PROGRESS_EVERY", 1 << 20)
+    monkeypatch.setattr(whole_copy, "CHUNK", 1 << 20)
     seen = []
 
     def progress(n):
@@ -264,7 +267,8 @@ def test_missing_source_fails_without_raising(env):
 
 def test_progress_is_reported(local, monkeypatch):
     fs, src, tgt = local
-    monkeypatch.setattr(copier, "PROGRESS_EVERY", 1 << 20)
+    monkeypatch.setattr(reading, "PROGRESS_EVERY", 1 << 20)
+    monkeypatch.setattr(whole_copy, "PROGRESS_EVERY", 1 << 20)
     f = put(fs, src, "big.bin", os.urandom(5 << 20))
     seen = []
     assert copy_unit(WorkUnit(f), fs, fs, Staging(tgt), {}, progress=seen.append)["status"] == "ok"
@@ -413,13 +417,13 @@ def test_link_pass_is_linear_in_the_outputs(local, monkeypatch):
                 looked_at[0] += 1
                 yield key
 
-    real_init = copier._Tree.__init__
+    real_init = whole_copy._Tree.__init__
 
     def init(self, origin):
         real_init(self, origin)
         self.files = CountingDict()
 
-    monkeypatch.setattr(copier._Tree, "__init__", init)
+    monkeypatch.setattr(whole_copy._Tree, "__init__", init)
     n_files, n_links = 2000, 300
     tar = make_tar([("one/f", b"1"), ("two/g", b"2")] + [(f"many/{k}", b"") for k in range(n_files)]
                    + [(f"links/{k}", ("sym", "../one" if k % 2 else "../two")) for k in range(n_links)])
@@ -471,7 +475,7 @@ def test_encrypt_then_decrypt_round_trip(env):
     assert r["status"] == "failed" and h.origin in r["error"] and "authentication failed" in r["error"]
     assert staged_files(fs, staging, h) == {}
     # truncated at a chunk boundary
-    cut = put(fs, src + "4", "data.bin.enc", sealed[: conv.ENC_HEADER + 2 * (conv.ENC_CHUNK + 16)],
+    cut = put(fs, src + "4", "data.bin.enc", sealed[: aes_stream.ENC_HEADER + 2 * (aes_stream.ENC_CHUNK + 16)],
               converters=("decrypt",))
     r = copy_unit(WorkUnit(cut), fs, fs, staging, config)
     assert r["status"] == "failed" and "authentication failed" in r["error"]
@@ -613,14 +617,14 @@ def test_part_whose_record_was_not_written_is_copied_again(env, monkeypatch):
     data = os.urandom(100)
     f = put(fs, src, "b.bin", data)
     units = split_units(f, 60)
-    real = copier._Attempt.put_bytes
+    real = split_copy._Attempt.put_bytes
 
     def crash_at_the_final_record(self, final, payload):
         if final.endswith(".json") and b'"pending"' not in payload:
             raise OSError("killed")
         return real(self, final, payload)
 
-    monkeypatch.setattr(copier._Attempt, "put_bytes", crash_at_the_final_record)
+    monkeypatch.setattr(split_copy._Attempt, "put_bytes", crash_at_the_final_record)
     assert copy_unit(units[0], fs, fs, staging, {})["status"] == "failed"
     monkeypatch.undo()
     assert fs.exists(staging.part_path(f, 0))

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_copycat.distcp import copier, localcopy
-from airflow_copycat.distcp.copier import copy_unit, finish_split
+from airflow_copycat.distcp import done_markers, localcopy, reading, split_copy, whole_copy
+from airflow_copycat.distcp.copier import copy_unit
 from airflow_copycat.distcp.inflight import copy_units
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
 from airflow_copycat.distcp.publish import Publisher
+from airflow_copycat.distcp.split_copy import finish_split
 from airflow_copycat.distcp.staged import is_journal, parse_journal
 from airflow_copycat.distcp.workunits import work_units
 from airflow_copycat.storage.atomic import AtomicFiles, find_local
@@ -39,7 +40,8 @@ SIZES = [0, 1, B - 1, B, B + 1, 2 * B, 3 * B + 5, 5 * B - 1]
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    for module, name in ((copier, "CHUNK"), (copier, "PROGRESS_EVERY"), (localcopy, "BLOCK")):
+    for module, name in ((whole_copy, "CHUNK"), (whole_copy, "PROGRESS_EVERY"), (split_copy, "CHUNK"),
+                         (split_copy, "PROGRESS_EVERY"), (reading, "PROGRESS_EVERY"), (localcopy, "BLOCK")):
         monkeypatch.setattr(module, name, B)
 
 
@@ -349,7 +351,8 @@ def _stage_and_publish(base: Path, target: Path, files, config, *, layout: str, 
 
     with monkeypatch.context() as m:
         if layout == "old":
-            m.setattr(copier, "flat_layout", lambda *a, **k: False)
+            m.setattr(whole_copy, "flat_layout", lambda *a, **k: False)
+            m.setattr(done_markers, "flat_layout", lambda *a, **k: False)
         staging = Staging(str(target), job="j")
         results = [r for _, r in copy_units(work_units(files, config["block.split.size"]), LOCAL, LOCAL, staging,
                                             config)]
@@ -424,7 +427,8 @@ def test_a_job_staged_by_the_old_layout_is_resumed_and_published(tmp_path, small
     target = tmp_path / "resumed"
     staging = Staging(str(target), job="j")
     with monkeypatch.context() as m:  # the version before: half the units, then a crash
-        m.setattr(copier, "flat_layout", lambda *a, **k: False)
+        m.setattr(whole_copy, "flat_layout", lambda *a, **k: False)
+        m.setattr(done_markers, "flat_layout", lambda *a, **k: False)
         first = [r for _, r in copy_units(units[::2], LOCAL, LOCAL, staging, config)]
     assert all(r["status"] == "ok" for r in first)
     assert list(Path(staging.file_set_dir("ds")).rglob("_done.json"))
@@ -445,7 +449,8 @@ def test_a_log_left_by_the_old_layout_is_replayed(tmp_path, small_blocks, monkey
     target = tmp_path / "crashed"
     staging = Staging(str(target), job="j")
     with monkeypatch.context() as m:
-        m.setattr(copier, "flat_layout", lambda *a, **k: False)
+        m.setattr(whole_copy, "flat_layout", lambda *a, **k: False)
+        m.setattr(done_markers, "flat_layout", lambda *a, **k: False)
         assert all(r["status"] == "ok" for _, r in copy_units(work_units(files, config["block.split.size"]), LOCAL,
                                                              LOCAL, staging, config))
         real, n = AtomicFiles.rename, [0]
@@ -487,8 +492,8 @@ def test_journal_records_cut_short_or_without_their_data_are_not_staged(tmp_path
     cut = f if f.id == last else g
     kept = g if cut is f else f
     (set_dir / f"{kept.id}.data").write_bytes(b"short")  # the data of the other one changed size
-    assert copier.read_done_marker(LOCAL, staging, cut) is None
-    assert copier.read_done_marker(LOCAL, staging, kept) is None
+    assert done_markers.read_done_marker(LOCAL, staging, cut) is None
+    assert done_markers.read_done_marker(LOCAL, staging, kept) is None
     pub = Publisher(LOCAL, staging).publish("ds", [f, g])
     assert pub["status"] == "not_published" and sorted(pub["missing"]) == sorted([f.origin, g.origin])
     again = [r["status"] for _, r in copy_units([WorkUnit(f), WorkUnit(g)], LOCAL, LOCAL, staging, {})]
@@ -519,5 +524,5 @@ def test_drop_stale_drops_flat_files_journals_and_dead_temporaries(tmp_path):
         [f.id + ".data", h.id + ".data"])
     dropped = Publisher(LOCAL, staging).drop_stale({"ds": [f.id]})
     assert [Path(p).name for p in dropped] == [h.id + ".data"]
-    assert len(list(set_dir.glob("_done-*.jsonl"))) == 1 and copier.read_done_marker(LOCAL, staging, f)
+    assert len(list(set_dir.glob("_done-*.jsonl"))) == 1 and done_markers.read_done_marker(LOCAL, staging, f)
     assert Publisher(LOCAL, staging).drop_stale({"ds": []}) and not set_dir.exists()

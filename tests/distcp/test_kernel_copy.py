@@ -107,7 +107,8 @@ def test_a_kernel_copy_that_fails_midway_stages_what_the_streaming_path_does(tmp
                                                                              checksum):
     """Whole copy units: the kernel copy failing after some blocks (EXDEV) -- read/write takes over --
     stages, records and publishes the same as the streaming path."""
-    for module, name in (("airflow_copycat.distcp.copier.CHUNK", B), ("airflow_copycat.distcp.copier.PROGRESS_EVERY", B),
+    for module, name in (("airflow_copycat.distcp.whole_copy.CHUNK", B), ("airflow_copycat.distcp.whole_copy.PROGRESS_EVERY", B),
+                         ("airflow_copycat.distcp.reading.PROGRESS_EVERY", B),
                          ("airflow_copycat.distcp.localcopy.BLOCK", B)):
         monkeypatch.setattr(module, name)
     monkeypatch.setattr(os, "copy_file_range", copy_file_range_failing_after(fails_after))

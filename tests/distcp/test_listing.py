@@ -17,10 +17,11 @@ from airflow_copycat.connect.config import Password
 from airflow_copycat.connect.errors import ConfigException
 from airflow_copycat.distcp.config import parse_copy_config
 from airflow_copycat.distcp.converters import destination_for
-from airflow_copycat.distcp.listing import (
-    _fs_checksum, destination_name, filesystem, find_datasets, glob_matcher, list_files, source_name_candidates,
-)
+from airflow_copycat.distcp.destination_names import destination_name, source_name_candidates
+from airflow_copycat.distcp.entries import _fs_checksum
+from airflow_copycat.distcp.listing import filesystem, find_datasets, list_files
 from airflow_copycat.distcp.model import Dataset
+from airflow_copycat.distcp.selection import glob_matcher
 
 
 def write(root, files: dict[str, bytes | str]) -> None:

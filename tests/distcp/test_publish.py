@@ -28,9 +28,9 @@ if __name__ == "__main__":
 import pytest  # noqa: E402
 from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 
-from airflow_copycat.distcp import publish as publish_mod  # noqa: E402
 from airflow_copycat.distcp.model import CopyableFile, Staging, file_set_id  # noqa: E402
-from airflow_copycat.distcp.publish import LOG_FORMAT, PublishError, Publisher  # noqa: E402
+from airflow_copycat.distcp.publish import Publisher  # noqa: E402
+from airflow_copycat.distcp.publish_log import LOG_FORMAT, PublishError, _Staged  # noqa: E402
 from airflow_copycat.storage import AtomicFiles  # noqa: E402
 
 T0 = 1_600_000_000.0
@@ -395,7 +395,7 @@ def test_publishing_drops_only_the_staging_of_the_files_it_published(local):
     assert pub.publish("ds", [d22], [])["status"] == "published"
     d23 = cfile("ev/23/a", 3)
     stage(fs, staging, d23)
-    log = pub._plan("ds", [publish_mod._Staged(d23, [{"path": "ev/23/a", "size": 3}])], [], True)[0]
+    log = pub._plan("ds", [_Staged(d23, [{"path": "ev/23/a", "size": 3}])], [], True)[0]
     Path(staging.wal("ds")).write_text(json.dumps(log))
     assert [r["status"] for r in pub.recover()] == ["replayed"]
     # Then day 21's staged file is still there: its rerun reuses it
@@ -416,7 +416,7 @@ def test_jobs_sharing_a_target_never_share_staging_logs_or_manifests(tmp_path):
     fa, fb = cfile("ds/x", 3), cfile("ds/y", 3)
     stage(fs, sa, fa)
     stage(fs, sb, fb)
-    log = pb._plan("ds", [publish_mod._Staged(fb, [{"path": "ds/y", "size": 3}])], [], True)[0]
+    log = pb._plan("ds", [_Staged(fb, [{"path": "ds/y", "size": 3}])], [], True)[0]
     Path(sb.wal("ds")).parent.mkdir(parents=True)
     Path(sb.wal("ds")).write_text(json.dumps(log))
     # When job a recovers and publishes
@@ -432,7 +432,7 @@ def test_jobs_sharing_a_target_never_share_staging_logs_or_manifests(tmp_path):
     fc = cfile("ds/z", 3)
     stage(fs, legacy, fc)
     Path(legacy.wal("ds")).write_text(json.dumps(
-        Publisher(fs, legacy)._plan("ds", [publish_mod._Staged(fc, [{"path": "ds/z", "size": 3}])], [], True)[0]))
+        Publisher(fs, legacy)._plan("ds", [_Staged(fc, [{"path": "ds/z", "size": 3}])], [], True)[0]))
     assert [r["file_set"] for r in pa.recover()] == ["ds"] and (target / "ds/z").exists()
 
 
@@ -564,7 +564,7 @@ def test_split_file_whose_copier_raises_blocks_its_set(local, monkeypatch):
     def finish_split(f, target_fs, staging, config):
         raise OSError("disk on fire")
 
-    monkeypatch.setitem(sys.modules, "airflow_copycat.distcp.copier", types.SimpleNamespace(finish_split=finish_split))
+    monkeypatch.setitem(sys.modules, "airflow_copycat.distcp.split_copy", types.SimpleNamespace(finish_split=finish_split))
     big = cfile("big.bin", 10)
     stage_parts(fs, staging, big, {0: b"0123456789"})
     res = pub.publish("ds", [big], [])

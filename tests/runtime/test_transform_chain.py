@@ -19,7 +19,8 @@ from airflow_copycat.runtime.transforms import (
     check_transforms,
     resolve,
 )
-from airflow_copycat.transforms.fields import InsertField, MaskField
+from airflow_copycat.transforms.fields import InsertField
+from airflow_copycat.transforms.mask import MaskField
 from airflow_copycat.transforms.predicates import TopicNameMatches
 
 

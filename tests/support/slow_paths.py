@@ -14,6 +14,7 @@ import contextlib
 from airflow_copycat.connect.data import Schema
 from airflow_copycat.connectors.files import formats
 from airflow_copycat.converters import json_converter as jc
+from airflow_copycat.converters import json_decoding, json_encoding, json_schemas, json_text
 
 
 def _no_fast_decode(*args):
@@ -29,12 +30,13 @@ def _slot_reading(name: str, value):
 @contextlib.contextmanager
 def slow_paths():
     patches = [
-        (jc, "_quote", jc._jackson_quote),
+        (json_schemas, "_quote", json_text._jackson_quote),
+        (json_encoding, "_quote", json_text._jackson_quote),
         (jc, "_split_envelope", lambda raw: None),
         (jc.JsonConverter, "_learned_envelope", lambda self, raw: None),
-        (jc.JsonConverter, "as_json_schema", lambda self, schema: self._schema_json(schema)[1]),
-        (jc, "_decode_deep", _no_fast_decode),
-        (jc, "_fits_unchecked", lambda schema: False),
+        (json_schemas.JsonSchemaMixin, "as_json_schema", lambda self, schema: self._schema_json(schema)[1]),
+        (json_text, "_decode_deep", _no_fast_decode),
+        (json_decoding, "_fits_unchecked", lambda schema: False),
         (Schema, "_positional", _slot_reading("_positional", False)),
         (Schema, "_by_name", _slot_reading("_by_name", None)),
         (Schema, "_memoized", lambda self, key, compute: compute(self)),

@@ -29,8 +29,9 @@ family                     module (of            transforms
                            ``airflow_copycat.
                            transforms``)
 =========================  ==================  ===========================================
-fields of a key or value   ``fields``          InsertField, ReplaceField, MaskField,
-                                               ValueToKey, ExtractField, HoistField
+fields of a key or value   ``fields``          InsertField, ReplaceField, ValueToKey
+                           ``mask``            MaskField
+                           ``extract_hoist``   ExtractField, HoistField
 nested values              ``flatten``         Flatten
 types                      ``cast``            Cast
 timestamps                 ``timestamps``      TimestampConverter

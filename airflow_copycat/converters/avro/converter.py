@@ -119,17 +119,13 @@ empty bytes give ``SchemaAndValue(None, None)``. Bytes that are none of the layo
 are truncated, or do not decode with their schema raise :class:`~.errors.DataException`
 naming the topic and the problem.
 
-Why over 500 lines: the converter, the Schema Registry client use (subjects and their naming
-strategies, ids cached once, registry outages retried) and the Confluent wire format live
-together because each step needs the others' state (the schema id cache, the reader schema). It
-is an implementation, not API: issue 15 moves it with :mod:`.avro_data` into the Avro package,
-where the subject strategies and the wire format become modules of their own.
+The parts, by concept: :mod:`.config` (the keys), :mod:`.registry` (the Schema Registry
+client: caches, retries, errors without secrets), :mod:`.layouts` (the bytes of the Confluent
+wire format and of the registry-less layouts); the schema mapping is :mod:`.data`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import logging
 import re
@@ -137,319 +133,47 @@ import struct as _struct
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from ...connect.config import ConfigDef, ConfigProblem, ConfigType, Password, in_range, one_of
+from ...connect.config import ConfigDef, ConfigProblem, Password
 from ...connect.converters import Converter, SchemaAndValue
 from ...connect.data import Schema, Struct
-from ...connect.errors import ConfigException, ConnectException, DataException, RetriableException
-from ...connect.secrets import Scrubber
+from ...connect.errors import ConfigException, DataException, RetriableException
 from .codec import AvroWriter
+from .config import (
+    _SSL_KEYS,
+    _STRATEGIES,
+    _STRATEGY_PACKAGE,
+    AUTO_REGISTER,
+    CONFIG_DEF,
+    CREDENTIALS_SOURCE,
+    EMBEDDED_FORMAT,
+    KEY_STRATEGY,
+    NORMALIZE,
+    READER_SCHEMA,
+    SCHEMA_REGISTRY_URL,
+    SR_USER_INFO,
+    USE_LATEST,
+    USER_INFO,
+    VALUE_STRATEGY,
+)
 from .data import AvroData
+from .layouts import CONFLUENT_MAGIC, CONTAINER_MAGIC, FRAMED_MAGIC, LayoutsMixin, _describe
 from .names import _LRU, avro_name_problems, schema_json
+from .registry import _Registry, _safe_url, _user_info
 from .resolution import _parse, compatibility_problems
 from .single_object import (
-    HEADER_SIZE,
     KNOWN_SCHEMAS,
     KNOWN_SCHEMAS_FILES,
     SINGLE_OBJECT_MAGIC,
-    WRITTEN,
     SchemaStore,
-    describe_fingerprint,
     known_schemas,
-)
-from .single_object import (
-    header as single_object_header,
 )
 
 __all__ = ["AvroConverter", "CONFIG_DEF", "FRAMED_MAGIC", "CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC"]
 
 log = logging.getLogger("airflow_copycat.avro")
 
-CONFLUENT_MAGIC = 0
-FRAMED_MAGIC = b"\xc3\x53"
-CONTAINER_MAGIC = b"Obj\x01"
 
-SCHEMA_REGISTRY_URL = "schema.registry.url"
-AUTO_REGISTER = "auto.register.schemas"
-USE_LATEST = "use.latest.version"
-NORMALIZE = "normalize.schemas"
-KEY_STRATEGY = "key.subject.name.strategy"
-VALUE_STRATEGY = "value.subject.name.strategy"
-CREDENTIALS_SOURCE = "basic.auth.credentials.source"
-USER_INFO = "basic.auth.user.info"
-SR_USER_INFO = "schema.registry.basic.auth.user.info"
-EMBEDDED_FORMAT = "embedded.schema.format"
-READER_SCHEMA = "reader.schema"
-_SSL_KEYS = {
-    "schema.registry.ssl.ca.location": "ssl.ca.location",
-    "schema.registry.ssl.certificate.location": "ssl.certificate.location",
-    "schema.registry.ssl.key.location": "ssl.key.location",
-    "schema.registry.ssl.key.password": "ssl.key.password",
-}
-
-_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
-_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
-
-CONFIG_DEF = (
-    ConfigDef()
-    .define(SCHEMA_REGISTRY_URL, ConfigType.LIST, "", importance="high",
-            doc="Comma-separated schema registry URLs. Unset: the schema is embedded in every record.")
-    .define(AUTO_REGISTER, ConfigType.BOOLEAN, True, importance="medium",
-            doc="Register a record's schema under its subject when it is not registered yet.")
-    .define(USE_LATEST, ConfigType.BOOLEAN, False, importance="low",
-            doc="Write with the subject's latest schema instead of the record's; read with it as reader schema.")
-    .define(NORMALIZE, ConfigType.BOOLEAN, False, importance="low",
-            doc="Ask the registry to normalize schemas on register and lookup.")
-    .define(KEY_STRATEGY, ConfigType.STRING, "TopicNameStrategy",
-            one_of(*_STRATEGIES, *(_STRATEGY_PACKAGE + s for s in _STRATEGIES)),
-            doc="Subject of key schemas: TopicNameStrategy (<topic>-key), RecordNameStrategy, TopicRecordNameStrategy.")
-    .define(VALUE_STRATEGY, ConfigType.STRING, "TopicNameStrategy",
-            one_of(*_STRATEGIES, *(_STRATEGY_PACKAGE + s for s in _STRATEGIES)),
-            doc="Subject of value schemas: TopicNameStrategy (<topic>-value), RecordNameStrategy, TopicRecordNameStrategy.")
-    .define(CREDENTIALS_SOURCE, ConfigType.STRING, "URL", one_of("URL", "USER_INFO", "SASL_INHERIT"),
-            doc="Where registry credentials come from: URL (user:password@ in the URL) or USER_INFO.")
-    .define(USER_INFO, ConfigType.PASSWORD, None, doc="user:password for the registry (with USER_INFO).")
-    .define(SR_USER_INFO, ConfigType.PASSWORD, None, doc="Alias of basic.auth.user.info.")
-    .define("schema.registry.ssl.ca.location", ConfigType.STRING, None, doc="CA file or directory for https.")
-    .define("schema.registry.ssl.certificate.location", ConfigType.STRING, None, doc="Client certificate (PEM).")
-    .define("schema.registry.ssl.key.location", ConfigType.STRING, None, doc="Client private key (PEM).")
-    .define("schema.registry.ssl.key.password", ConfigType.PASSWORD, None, doc="Password of the client key.")
-    .define("max.retries", ConfigType.INT, 3, in_range(0), doc="Registry requests: retries of a failed request.")
-    .define("retries.wait.ms", ConfigType.INT, 1000, in_range(0),
-            doc="Registry requests: the first wait before a retry (doubling, with jitter).")
-    .define("retries.max.wait.ms", ConfigType.INT, 20000, in_range(0),
-            doc="Registry requests: the longest wait before a retry.")
-    .define("connect.meta.data", ConfigType.BOOLEAN, True, doc="Write and read the connect.* Avro annotations.")
-    .define("enhanced.avro.schema.support", ConfigType.BOOLEAN, False,
-            doc="Write strings with Avro enum parameters back as Avro enums.")
-    .define("scrub.invalid.names", ConfigType.BOOLEAN, False,
-            doc="Replace characters Avro does not allow in names (record, field, namespace) with _; "
-                "else such a name fails the record.")
-    .define("schemas.cache.size", ConfigType.INT, 1000, in_range(0), doc="Schemas cached per cache.")
-    .define(EMBEDDED_FORMAT, ConfigType.STRING, "framed", one_of("framed", "single-object", "container"),
-            doc="Without a registry, the layout written: 'framed' (magic 0xC3 0x53, schema, value), "
-                "'single-object' (Avro's single-object encoding: 0xC3 0x01, schema fingerprint, value; readers "
-                "need the schema: known.schemas) or 'container' (an Avro object container file per record). "
-                "All three are read whatever this says.")
-    .define(KNOWN_SCHEMAS, ConfigType.STRING, None,
-            doc="Avro schemas (JSON: an array of schemas, or one schema) that single-object records may be "
-                "written with: the reader finds them by fingerprint.")
-    .define(KNOWN_SCHEMAS_FILES, ConfigType.LIST, "",
-            doc="Files of Avro schemas (.avsc, one schema each), or directories of them, that single-object "
-                "records may be written with (read at configure).")
-    .define(READER_SCHEMA, ConfigType.STRING, None,
-            doc="An Avro schema (JSON) every record is resolved onto when read.")
-)
-
-# user info runs to the last @ of the URL (a password may hold a raw @ or /): all of it is cut
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:(?!,[a-z][a-z0-9+.-]*://)\S)*@")
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without any ``user:password@``."""
-    return _USERINFO.sub(r"\1", url)
-
-
-def _user_info(url: str) -> str | None:
-    """What precedes the last ``@`` of an http(s) URL (its ``user:password`` when the URL is
-    well-formed), ``None`` without an ``@``."""
-    m = re.match(r"(?i)https?://", url)
-    if not m:
-        return None
-    rest = url[m.end():]
-    at = rest.rfind("@")
-    return rest[:at] if at >= 0 else None
-
-
-def _zigzag(n: int) -> bytes:
-    """An Avro ``long``: zig-zag, then base-128 varint."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_long(data, pos: int) -> tuple[int, int]:
-    """An Avro ``long`` at ``data[pos:]``: ``(value, position after it)``."""
-    shift = n = 0
-    while True:
-        if pos >= len(data):
-            raise DataException("truncated: the bytes end inside a length")
-        b = data[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-        if shift > 63:
-            raise DataException("a length is longer than 10 bytes: not Avro")
-
-
-def _describe(data: bytes) -> str:
-    """A hint at what bytes that are not Avro might be."""
-    head = bytes(data[:1])
-    if head in (b"{", b"["):
-        return "they look like JSON (written by JsonConverter?)"
-    try:
-        text = bytes(data[:40]).decode("utf-8")
-        if text.isprintable():
-            return "they look like text (written by StringConverter?)"
-    except UnicodeDecodeError:
-        pass
-    return ("the first byte is neither 0x00 (Confluent), 0xC3 0x53 (schema embedded), 0xC3 0x01 (single-object) "
-            "nor 'Obj\\x01' (container)")
-
-
-class _Registry:
-    """The Confluent Schema Registry, through confluent-kafka's client, with caches; errors become
-    the framework's exceptions with secrets removed."""
-
-    def __init__(self, urls: list[str], conf: Mapping[str, Any], secrets: list[str], normalize: bool,
-                 cache_size: int = 1000):
-        self.shown = ", ".join(_safe_url(u) for u in urls)
-        self._conf = dict(conf, url=",".join(urls))
-        self._hide = Scrubber(secrets)
-        self._normalize = normalize
-        self._client = None
-        # bounded as schemas.cache.size: (subject, schema text) -> id, id -> text, subject -> latest
-        self._ids = _LRU(cache_size)
-        self._schemas = _LRU(cache_size)
-        self._latest = _LRU(cache_size)
-
-    @property
-    def client(self):
-        if self._client is None:
-            try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
-            except ImportError as e:  # pragma: no cover - a dependency of this package
-                raise ConnectException(f"the schema registry client needs confluent-kafka[schemaregistry]: {e}") from None
-            try:
-                self._client = SchemaRegistryClient(self._conf)
-            except (ValueError, TypeError, OSError) as e:
-                raise ConnectException(f"schema registry {self.shown}: {self._scrub(str(e))}") from None
-        return self._client
-
-    def _scrub(self, text: str) -> str:
-        return self._hide(_safe_url(str(text)))
-
-    def _schema(self, text: str):
-        from confluent_kafka.schema_registry import Schema as RegistrySchema
-
-        return RegistrySchema(text, "AVRO")
-
-    def register(self, subject: str, text: str) -> int:
-        key = (subject, text)
-        hit = self._ids.get(key)
-        if hit is None:
-            hit = self._call(lambda: self.client.register_schema(subject, self._schema(text), self._normalize),
-                             "registering the schema", subject)
-            log.info("schema registry %s: subject %s has the Avro schema as id %s", self.shown, subject, hit)
-            self._ids.put(key, hit)
-            if self._schemas.get(hit) is None:
-                self._schemas.put(hit, text)
-        return hit
-
-    def lookup(self, subject: str, text: str) -> int:
-        key = (subject, text)
-        hit = self._ids.get(key)
-        if hit is None:
-            found = self._call(lambda: self.client.lookup_schema(subject, self._schema(text), self._normalize),
-                               "looking the schema up", subject, auto_register_off=True)
-            hit = found.schema_id
-            self._ids.put(key, hit)
-        return hit
-
-    def latest(self, subject: str) -> tuple[int, str, int | None]:
-        hit = self._latest.get(subject)
-        if hit is None:
-            found = self._call(lambda: self.client.get_latest_version(subject), "reading the latest schema", subject)
-            hit = self._latest.put(subject, (found.schema_id, found.schema.schema_str, found.version))
-            if self._schemas.get(found.schema_id) is None:
-                self._schemas.put(found.schema_id, found.schema.schema_str)
-        return hit
-
-    def schema(self, schema_id: int) -> str:
-        hit = self._schemas.get(schema_id)
-        if hit is None:
-            found = self._call(lambda: self.client.get_schema(schema_id), f"reading schema id {schema_id}", None,
-                               schema_id=schema_id)
-            if (found.schema_type or "AVRO").upper() != "AVRO":
-                raise DataException(f"schema id {schema_id} in the schema registry {self.shown} is a "
-                                    f"{found.schema_type} schema, not Avro: use the converter for that format")
-            hit = found.schema_str
-            self._schemas.put(schema_id, hit)
-        return hit
-
-    def version(self, subject: str, text: str) -> int | None:
-        """The version of ``text`` under ``subject``, ``None`` when it is not registered there."""
-        try:
-            found = self.client.lookup_schema(subject, self._schema(text), self._normalize)
-        except Exception as e:  # noqa: BLE001 - the version only names the Connect schema; reading goes on
-            log.debug("schema registry %s: no version of the schema under %s: %s", self.shown, subject,
-                      self._scrub(str(e)))
-            return None
-        return found.version
-
-    def compatibility(self, subject: str) -> str:
-        for args in ((subject,), ()):
-            try:
-                return self.client.get_compatibility(*args)
-            except Exception:  # noqa: BLE001 - only for the message
-                continue
-        return "unknown"
-
-    def _call(self, fn, what: str, subject: str | None, *, schema_id: int | None = None,
-              auto_register_off: bool = False):
-        try:
-            return fn()
-        except ConnectException:
-            raise
-        except Exception as e:  # noqa: BLE001 - translated below
-            raise self._error(e, what, subject, schema_id, auto_register_off) from None
-
-    def _error(self, e: Exception, what: str, subject, schema_id, auto_register_off) -> ConnectException:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        where = f"schema registry {self.shown}"
-        about = f" for subject {subject!r}" if subject else ""
-        if isinstance(e, SchemaRegistryError):
-            status, code = e.http_status_code, e.error_code
-            message = self._scrub(e.error_message or "")
-            if status == 409:
-                level = self.compatibility(subject) if subject else "unknown"
-                return DataException(
-                    f"{where} rejected the Avro schema{about}: it is incompatible with the subject's earlier "
-                    f"versions (compatibility {level}): {message}. Evolve the schema compatibly -- add fields "
-                    "with defaults (an optional field defaults to null), remove only fields that have defaults -- "
-                    f"or change the subject's compatibility level (PUT /config/{subject})")
-            if status in (401, 403):
-                return ConnectException(
-                    f"{where} refused the credentials while {what}{about} (HTTP {status}): check "
-                    "basic.auth.credentials.source and basic.auth.user.info, or the user:password in the URL")
-            if status == 404:
-                if schema_id is not None:
-                    return DataException(f"schema id {schema_id} is not in the {where} (HTTP 404, code {code}): "
-                                         "was the record written against another registry?")
-                if auto_register_off:
-                    return DataException(f"the record's Avro schema is not registered{about} in the {where} and "
-                                         f"{AUTO_REGISTER}=false: register it first, or set {AUTO_REGISTER}=true "
-                                         f"({message})")
-                return DataException(f"{where}: nothing{about} while {what} (HTTP 404): {message}")
-            if status == 422:
-                return DataException(f"{where} rejected the Avro schema{about} as invalid: {message}")
-            if status >= 500 or status in (408, 429):
-                return RetriableException(f"{where} failed while {what}{about} (HTTP {status}): {message}")
-            return DataException(f"{where} failed while {what}{about} (HTTP {status}, code {code}): {message}")
-        names = {c.__name__ for c in type(e).__mro__}
-        if isinstance(e, (OSError, TimeoutError)) or names & {"TransportError", "TimeoutException", "NetworkError"}:
-            return RetriableException(f"{where} is unreachable while {what}{about}: {type(e).__name__}: "
-                                      f"{self._scrub(str(e))}")
-        return ConnectException(f"{where} failed while {what}{about}: {type(e).__name__}: {self._scrub(str(e))}")
-
-
-class AvroConverter(Converter):
+class AvroConverter(LayoutsMixin, Converter):
     """Avro with or without a schema registry; see the module docstring for the contract and the bytes."""
 
     def __init__(self):
@@ -613,43 +337,6 @@ class AvroConverter(Converter):
             hit = self._latest_checked.put(key, (schema_id, _parse(json.loads(text))))
         return hit
 
-    def _embedded_header(self, writer: AvroWriter) -> bytes:
-        """The bytes before the value without a registry: the framed header, or the single-object
-        one (the schema then known by its fingerprint to this converter and this process)."""
-        if self._single_object:
-            key = ("single-object", writer.schema_json)
-            hit = self._headers.get(key)
-            if hit is None:
-                try:
-                    hit = single_object_header(writer.avro_schema)
-                except (ValueError, KeyError, TypeError) as e:
-                    raise DataException(f"no Parsing Canonical Form of the Avro schema: {e}") from None
-                self._written.add(writer.schema_json, replace=True)
-                WRITTEN.add(writer.schema_json, replace=True)
-                self._headers.put(key, hit)
-            return hit
-        hit = self._headers.get(writer.schema_json)
-        if hit is None:
-            raw = writer.schema_json.encode("utf-8")
-            hit = self._headers.put(writer.schema_json, FRAMED_MAGIC + _zigzag(len(raw)) + raw)
-        return hit
-
-    def _container_bytes(self, writer: AvroWriter, body: bytes) -> bytes:
-        key = ("container", writer.schema_json)
-        header = self._headers.get(key)
-        if header is None:
-            raw = writer.schema_json.encode("utf-8")
-            sync = hashlib.md5(raw).digest()  # deterministic: the same record gives the same bytes
-            meta = [(b"avro.schema", raw), (b"avro.codec", b"null")]
-            head = bytearray(CONTAINER_MAGIC)
-            head += _zigzag(len(meta))
-            for k, v in meta:
-                head += _zigzag(len(k)) + k + _zigzag(len(v)) + v
-            head += _zigzag(0)
-            header = self._headers.put(key, (bytes(head) + sync, sync))
-        head, sync = header
-        return head + _zigzag(1) + _zigzag(len(body)) + body + sync
-
     # ------------------------------------------------------------------ bytes -> Connect
 
     def to_connect_data(self, topic: str, data: bytes | None, headers=None) -> SchemaAndValue:
@@ -672,116 +359,6 @@ class AvroConverter(Converter):
             raise RetriableException(f"topic {topic}: {e}") from None
         except DataException as e:
             raise DataException(f"topic {topic}: {e}") from None
-
-    def _confluent_reader(self, topic: str, data: bytes):
-        if len(data) < 5:
-            raise DataException(f"{len(data)} bytes are too short for the Confluent wire format "
-                                "(magic byte 0, a 4-byte schema id, then the Avro value)")
-        schema_id = int.from_bytes(data[1:5], "big")
-        registry = self._registry
-        if registry is None:
-            raise DataException(f"the record is in the Confluent wire format (schema id {schema_id}), which needs "
-                                f"a schema registry: set the converter's {SCHEMA_REGISTRY_URL}")
-        key = (schema_id, topic)
-        reader = self._readers.get(key)
-        if reader is None:
-            text = registry.schema(schema_id)
-            subject = self._subject(topic, json.loads(text))
-            reader_schema = self._reader_schema
-            if self._use_latest:
-                reader_schema = registry.latest(subject)[1]
-            version = registry.version(subject, text)
-            reader = self._readers.put(key, self._data.reader(text, reader_schema, version=version,
-                                                              key=("id", schema_id, topic, reader_schema)))
-        return reader, 5
-
-    def _framed_reader(self, data: bytes):
-        n, pos = _read_long(data, 2)
-        if n <= 0 or pos + n > len(data):
-            raise DataException(f"truncated: the embedded schema is said to be {n} bytes, "
-                                f"{len(data) - pos} bytes follow")
-        raw = bytes(data[pos:pos + n])
-        reader = self._readers.get(raw)
-        if reader is None:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DataException("the embedded schema is not UTF-8: the bytes are not a schema-embedded "
-                                    "Avro record") from None
-            reader = self._readers.put(raw, self._data.reader(text, self._reader_schema))
-        return reader, pos + n
-
-    def _single_object_reader(self, data: bytes):
-        if len(data) < HEADER_SIZE:
-            raise DataException(f"{len(data)} bytes are too short for Avro single-object encoding (0xC3 0x01, an "
-                                "8-byte schema fingerprint, then the Avro value)")
-        fp = bytes(data[2:HEADER_SIZE])
-        reader = self._readers.get(("fp", fp))
-        if reader is None:
-            text = self._written.get(fp) or self._known.get(fp) or WRITTEN.get(fp)
-            if text is None:
-                raise DataException(
-                    f"the record is in Avro single-object encoding with schema fingerprint {describe_fingerprint(fp)}, "
-                    f"a schema this converter does not know: give the reader the writer's schema in {KNOWN_SCHEMAS} "
-                    f"(JSON) or {KNOWN_SCHEMAS_FILES} (.avsc files), or have the writer embed it "
-                    f"({EMBEDDED_FORMAT}=framed or container) or use a schema registry")
-            reader = self._readers.put(("fp", fp), self._data.reader(text, self._reader_schema))
-        return reader, HEADER_SIZE
-
-    def _read_container(self, data: bytes) -> SchemaAndValue:
-        pos = 4
-        meta: dict[bytes, bytes] = {}
-        while True:
-            count, pos = _read_long(data, pos)
-            if count == 0:
-                break
-            if count < 0:
-                _, pos = _read_long(data, pos)
-                count = -count
-            for _ in range(count):
-                klen, pos = _read_long(data, pos)
-                k = bytes(data[pos:pos + klen])
-                pos += klen
-                vlen, pos = _read_long(data, pos)
-                meta[k] = bytes(data[pos:pos + vlen])
-                pos += vlen
-        sync = bytes(data[pos:pos + 16])
-        pos += 16
-        if b"avro.schema" not in meta or len(sync) != 16:
-            raise DataException("truncated Avro container: no schema in its header")
-        codec = meta.get(b"avro.codec", b"null").decode("ascii", "replace")
-        raw = meta[b"avro.schema"]
-        reader = self._readers.get(("container", raw))
-        if reader is None:
-            reader = self._readers.put(("container", raw), self._data.reader(raw.decode("utf-8"), self._reader_schema))
-        values = []
-        while pos < len(data):
-            count, pos = _read_long(data, pos)
-            size, pos = _read_long(data, pos)
-            block = bytes(data[pos:pos + size])
-            pos += size
-            if len(block) != size or bytes(data[pos:pos + 16]) != sync:
-                raise DataException("truncated or corrupt Avro container: a block does not end with the sync marker")
-            pos += 16
-            if codec == "deflate":
-                import zlib
-
-                block = zlib.decompress(block, -15)
-            elif codec != "null":
-                raise DataException(f"Avro container codec {codec!r} is not supported here; use null or deflate")
-            offset = 0
-            for _ in range(count):
-                value, offset = self._read_one(reader, block, offset)
-                values.append(value)
-        if len(values) != 1:
-            raise DataException(f"an Avro container record must hold exactly one value, this one holds {len(values)}")
-        return SchemaAndValue(reader.connect_schema, values[0])
-
-    @staticmethod
-    def _read_one(reader, block: bytes, offset: int):
-        buf = io.BytesIO(block)
-        buf.seek(offset)
-        return reader.read_from(buf), buf.tell()
 
 
 def _record_name(avro_schema: Any) -> str | None:

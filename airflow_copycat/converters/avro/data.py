@@ -85,14 +85,6 @@ the inverse, resolving the writer's data onto a reader schema when one is given
 skipped, ``int`` widens to ``long``, ...). Encoding and decoding run in
 ``fastavro``. Both are cached (``schemas.cache.size`` entries each), so a
 record costs one dictionary lookup plus the encoding itself.
-
-Why over 500 lines: this is Confluent's ``AvroData`` in both directions -- Connect schema to
-Avro and back, with defaults, logical types, named types, unions, enums, the ``connect.*``
-properties, and the caches -- and the two directions must agree exactly (the round-trip tests
-check it). It is an implementation, not API: issue 15 moves it out of ``connect/`` into the Avro
-converter's own package, where it splits into ``to_avro`` (schemas, values), ``from_avro``
-(schemas, values) and the shared naming rules; it is kept whole until then so that the move and
-the split are one reviewed step.
 """
 
 
