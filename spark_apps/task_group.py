@@ -67,6 +67,7 @@ def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | N
     from airflow_copycat.runtime.result import group_result
 
     kind = group["kind"]
+    spec = group.get("spec")  # the plan's typed view of the config (no secrets), or None
     tasks = list(group["tasks"])
     secrets = dict(secrets or {})
     worker_props = dict(worker_props or {})
@@ -75,7 +76,7 @@ def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | N
 
     def run_tasks(batches):
         # Runs on an executor, unpickled from this closure: it may use only its arguments, the
-        # closure's values (kind, worker_props, secrets) and imports -- not this module's globals.
+        # closure's values (kind, spec, worker_props, secrets) and imports -- not this module's globals.
         import logging
 
         import pyarrow as pa
@@ -87,7 +88,7 @@ def run_group_on_spark(spark, group: dict, worker_props: dict, secrets: dict | N
         ctx = TaskContext.get()
         for batch in batches:
             for raw in batch.column("task").to_pylist():
-                result = run_task(json.loads(raw), kind, worker_props, secrets)
+                result = run_task(json.loads(raw), kind, worker_props, secrets, spec=spec)
                 result["spark_task"] = {"partition": ctx.partitionId(), "attempt": ctx.attemptNumber()}
                 yield pa.RecordBatch.from_pydict({"result": [json.dumps(result, default=str)]})
 

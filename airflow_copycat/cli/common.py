@@ -149,6 +149,13 @@ class _Checked:
     cls: type | None
     problems: list[str]
     error: str | None = None  # the config could not be read at all
+    values: dict[str, Any] | None = None  # as validated: the plan of a config without problems reuses them
+
+    @property
+    def validated(self) -> tuple[dict[str, Any], type] | None:
+        """``(values, class)`` for :func:`~airflow_copycat.runtime.plan.make_plan`, so it does not validate
+        the config again; ``None`` when the config had problems."""
+        return (self.values, self.cls) if self.values is not None and self.cls and not self.problems else None
 
     @property
     def name(self) -> str:
@@ -166,14 +173,14 @@ class _Checked:
 
 def _check(label: str, raw: dict[str, Any]) -> _Checked:
     """Validate one raw config (no external system is contacted); problem lines have secret values hidden."""
-    _, cls, problems = connector_config.validate(raw)
+    values, cls, problems = connector_config.validate(raw)
     _scrub.add_config(raw, cls)
     secret = connector_config.secret_keys(raw, cls)
     lines = [
         str(dataclasses.replace(p, value=HIDDEN) if p.key in secret and p.value is not None else p)
         for p in problems
     ]
-    return _Checked(label, raw, cls, lines)
+    return _Checked(label, raw, cls, lines, values=values)
 
 
 def _check_all(specs: Sequence[str], *, replay_dlq: bool = False) -> list[_Checked]:

@@ -48,6 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 previous = json.load(f)
         except (OSError, ValueError) as e:
             raise UserError(f"cannot read the previous plan {args.previous!r}: {e}") from e
-    plan = make_plan(c.raw, worker, max_tasks=args.max_tasks, max_groups=args.max_groups, previous=previous)
+    plan = make_plan(c.raw, worker, max_tasks=args.max_tasks, max_groups=args.max_groups, previous=previous,
+                     validated=c.validated)
     _out(json.dumps(plan, indent=2, default=str))
     return 0

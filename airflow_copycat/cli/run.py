@@ -227,7 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for c in checked:
             started = time.monotonic()
             try:
-                plan = make_plan(c.raw, worker, max_tasks=args.max_tasks, max_groups=args.max_groups)
+                plan = make_plan(c.raw, worker, max_tasks=args.max_tasks, max_groups=args.max_groups,
+                                 validated=c.validated)
             except ConnectException as e:
                 failed += 1
                 _err(f"{c.label}: cannot plan connector {c.name!r}: {e}")

@@ -14,7 +14,7 @@ Keep secrets out of the DAG file: ``"api.credential": "{{ conn.my_api.password }
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 try:
@@ -27,12 +27,13 @@ from ..runtime.jobs import job_for_config
 __all__ = ["connector_secrets", "mask_secret"]
 
 
-def connector_secrets(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The secret values of a flat, rendered connector (or copy job) config (key -> value): the
-    ``PASSWORD`` keys and any key named like a secret, each registered
-    with Airflow's secrets masker. An unknown ``connector.class`` leaves only the
-    keys named like secrets (the plan reports the class)."""
-    keys = job_for_config(raw).secret_keys(raw)
+def connector_secrets(raw: Mapping[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """The secret values of a flat, rendered connector (or copy job) config (key -> value), each
+    registered with Airflow's secrets masker. ``keys``: the secret keys the plan recorded (its
+    spec's); ``None``: the job's :meth:`~airflow_copycat.runtime.jobs.Job.secret_keys` of ``raw`` -- the
+    ``PASSWORD`` keys and any key named like a secret (an unknown ``connector.class`` leaves only the
+    keys named like secrets; the plan reports the class). The config is not validated here."""
+    keys = job_for_config(raw).secret_keys(raw) if keys is None else keys
     secrets = {k: raw[k] for k in keys if raw.get(k) not in (None, "")}
     for value in secrets.values():
         mask_secret(str(value))  # no name: Airflow masks a named value only if the name looks secret

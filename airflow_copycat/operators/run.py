@@ -21,6 +21,7 @@ from ..runtime.executor import run_group
 from ..runtime.jobs import job_of
 from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures
+from ..runtime.spec import spec_of_group
 from . import metrics
 from ..hooks.secrets import connector_secrets
 from .links import SPARK_APPLICATION_KEY, UI_URL_EXTRA, SparkApplicationLink, application_url
@@ -180,8 +181,11 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     def execute(self, context) -> dict:
         group = self.group if isinstance(self.group, dict) else json.loads(self.group)
         context[GROUP_LABEL] = describe_group(group)  # the mapped instance's label: see MAP_INDEX_TEMPLATE
+        # the plan validated the config and named its secret keys in the group's spec: only their values
+        # are taken from the rendered config (a group without a spec: the job names them, still no validation)
+        spec = spec_of_group(group)
         secrets = connector_secrets(resolve_storage_connections(resolve_db_connection(
-            connector_config.load_connector_config(self.connector_config))))
+            connector_config.load_connector_config(self.connector_config))), spec.secret_keys if spec else None)
         # a copy job (Distcp) needs no Kafka connection
         job = job_of(group["kind"])
         worker_props = self.hook.worker_props(self.worker_config) if job.needs_kafka else dict(self.worker_config or {})

@@ -43,11 +43,14 @@ class RecordFailed(ConnectException):
 class ErrorHandler:
     """Decides what happens to a failed record; counts what it tolerated."""
 
-    def __init__(self, config: Mapping[str, Any], task_id: int, worker: WorkerConfig, producer: Producer | None = None):
-        """``producer``: one the task already has (sources), else the handler makes its own."""
+    def __init__(self, config: Mapping[str, Any], task_id: int, worker: WorkerConfig, producer: Producer | None = None,
+                 *, settings=None):
+        """``producer``: one the task already has (sources), else the handler makes its own.
+        ``settings``: the run's :class:`~.settings.FrameworkSettings` (the loops pass theirs); ``None``:
+        parsed from ``config``."""
         from .settings import FrameworkSettings
 
-        s = FrameworkSettings.of(config)
+        s = settings if settings is not None else FrameworkSettings.of(config)
         self.worker = worker
         self.connector = s.name
         self.task_id = task_id

@@ -9,22 +9,32 @@ from . import connector_config
 from .jobs import job_of
 from .progress import task_progress
 from .result import group_result
+from .spec import ConnectorSpec, spec_of_group
 
 
 def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
-             secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None) -> dict:
+             secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None,
+             spec: ConnectorSpec | Mapping[str, Any] | None = None) -> dict:
     """Run one task of a plan through its job (:func:`.jobs.job_of` ``kind``: source, sink, or copy).
-    ``secrets`` (config keys -> values) replace the ``[hidden]`` values the plan carries.
+    ``secrets`` (config keys -> values) replace the ``[hidden]`` values the plan carries: the one
+    thing this step takes from the rendered config.
+
+    ``spec``: the group's :class:`~.spec.ConnectorSpec` (or its JSON, as ``group["spec"]`` holds it;
+    a Spark task gets it with its task config), whose typed settings and offsets' name the loops
+    read instead of parsing the task config again; ``None`` (a plan of an earlier version, a copy
+    job): they derive them from the task config.
 
     When the runner asked for progress (``worker_props`` carry the run id of
     :class:`~.progress.GroupProgress`), the task publishes its progress while it runs: to
     ``listener`` (the runner is this process), else to the worker's status topic."""
     task = dict(task)
     task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
+    if spec is not None and not isinstance(spec, ConnectorSpec):
+        spec = spec_of_group({"spec": spec})
     progress = task_progress(task, kind, worker_props, listener)
     result = None
     try:
-        result = job_of(kind).run_task(task, kind, worker_props, progress)
+        result = job_of(kind).run_task(task, kind, worker_props, progress, spec=spec)
         return result
     finally:
         if progress is not None:
@@ -34,6 +44,8 @@ def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any]
 def run_group(group: Mapping[str, Any], worker_props: Mapping[str, Any],
               secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None) -> dict:
     """Run every task of ``group`` one after the other in this process; ``listener`` gets the
-    tasks' progress records (see :func:`run_task`)."""
-    results = [run_task(t, group["kind"], worker_props, secrets, listener=listener) for t in group["tasks"]]
+    tasks' progress records (see :func:`run_task`). The group's spec is read once, for all its tasks."""
+    spec = spec_of_group(group)
+    results = [run_task(t, group["kind"], worker_props, secrets, listener=listener, spec=spec)
+               for t in group["tasks"]]
     return group_result(dict(group), results)

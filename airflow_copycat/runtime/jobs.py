@@ -23,7 +23,10 @@ Contract of :class:`Job`, for both kinds:
   acknowledged, sinks where the sink keeps them); a copy job's tasks only stage files, and the
   publish step commits.
 * :meth:`Job.secret_keys` names the keys of a config whose values are secrets (hidden in plans and
-  XCom, restored for the run).
+  XCom, restored for the run), without validating the config. A connector plan also records them in
+  its :class:`~.spec.ConnectorSpec` (``group["spec"]``), which the run step reads instead.
+* :meth:`Job.run_task` of a connector job takes the group's spec (``None``: a plan without one), so the
+  loops read the typed settings and the offsets' name the plan step derived, once.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ class Job:
         raise NotImplementedError
 
     def run_task(self, task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
-                 progress=None) -> dict[str, Any]:
-        """Run one task (its secrets already restored); ``progress``: its reporter, or ``None``."""
+                 progress=None, spec=None) -> dict[str, Any]:
+        """Run one task (its secrets already restored); ``progress``: its reporter, or ``None``;
+        ``spec``: the group's :class:`~.spec.ConnectorSpec`, or ``None`` (none in the group, or a copy job)."""
         raise NotImplementedError
 
     def secret_keys(self, raw: Mapping[str, Any]) -> set[str]:
@@ -70,24 +74,26 @@ class ConnectorJob(Job):
 
         return make_plan(raw, **options)
 
-    def run_task(self, task, kind, worker_props, progress=None):
+    def run_task(self, task, kind, worker_props, progress=None, spec=None):
         from .worker import WorkerConfig
 
         worker = WorkerConfig(worker_props, env={})
         if kind == "source":  # imported here: a copy job's process needs neither loop (nor pyarrow, Kafka clients)
             from .source import run_source_task
 
-            return run_source_task(task, worker, progress=progress)
+            return run_source_task(task, worker, progress=progress, spec=spec)
         from .sink import run_sink_task
 
-        return run_sink_task(task, worker, progress=progress)
+        return run_sink_task(task, worker, progress=progress, spec=spec)
 
     def secret_keys(self, raw):
-        from . import connector_config
+        """The keys named like secrets, holding a URL password, or declared ``PASSWORD`` by the connector
+        class -- which is only resolved, not validated: the plan validates the config, once."""
+        from . import connector_config, plugins
 
         try:
-            cls = connector_config.validate(raw)[1]
-        except Exception:  # noqa: BLE001 -- an invalid config is reported by the plan, with every problem
+            cls = plugins.resolve_connector(str(raw["connector.class"])) if raw.get("connector.class") else None
+        except Exception:  # noqa: BLE001 -- an unknown class is reported by the plan, with every other problem
             cls = None
         return connector_config.secret_keys(raw, cls)
 
@@ -110,7 +116,7 @@ class CopyJob(Job):
 
         return make_copy_plan(raw, **options)
 
-    def run_task(self, task, kind, worker_props, progress=None):
+    def run_task(self, task, kind, worker_props, progress=None, spec=None):
         from .copy_job import run_copy_task
 
         return run_copy_task(task, progress=progress)

@@ -11,11 +11,20 @@ A plan is made where Airflow (or ``copycat plan``) runs, never on executors::
      "partitions": [{"filename": "/logs/a.log"}, ...]      # or [["topic", 0], ...] for sinks
      "offsets": [{"partition": ..., "offset": ...}, ...],   # committed at plan time (a window's: its own)
      "groups": [{"group": 0, "connector": "logs", "kind": "source",
-                 "tasks": [{"task": 0, "partitions": [...], "config": {...}}]}]}
+                 "tasks": [{"task": 0, "partitions": [...], "config": {...}}],
+                 "spec": {"format": "copycat.spec/1", "name": "logs", "kind": "source",
+                          "connector_class": "...", "secret_keys": ["api.token"],
+                          "window": null | {... as above ...}, "settings": {... typed framework keys ...}}}]}
 
-Task configs in a plan never carry secret values (they read ``[hidden]``); the
-runner puts them back from the connector config it was given
-(:func:`~.connector_config.restore_secrets`). Each group is run by one Spark
+The config is validated once, here: what the plan step learnt from it -- class, secret key
+names, window, typed framework settings -- is each group's ``spec``
+(:class:`~.spec.ConnectorSpec`), which the run operator and the run step read instead of
+validating or parsing the config again. A group without a ``spec`` (a plan of an earlier
+version) still runs: the run step then derives the same from its task configs.
+
+Task configs in a plan never carry secret values (they read ``[hidden]``), nor does the
+spec (it names the keys); the runner puts the values back from the connector config it
+was given (:func:`~.connector_config.restore_secrets`). Each group is run by one Spark
 application; each task of a group by one Spark task.
 
 Every plan has an ``id`` (given, or made up), carried in each task config as
@@ -43,6 +52,7 @@ from . import connector_config, plugins, transactions, windows
 from .kafka import admin_client, matching_partitions, sink_topics
 from .offsets import OffsetStore, offset_store
 from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
+from .spec import SPEC_KEY, ConnectorSpec, Window
 from .worker import WorkerConfig
 
 PLAN_FORMAT = "copycat.plan/1"
@@ -57,14 +67,18 @@ def make_plan(
     previous: Mapping[str, Any] | None = None,
     store: OffsetStore | None = None,
     plan_id: str | None = None,
+    validated: tuple[dict[str, Any], type] | None = None,
 ) -> dict[str, Any]:
     """Validate ``raw_config`` (one :class:`ConfigException` listing every problem), then
     plan it. ``max_tasks`` / ``max_groups`` override ``tasks.max`` / ``copycat.groups.max``.
     ``previous``, a plan made earlier, keeps partitions on the task they had (sticky).
     ``plan_id`` names the plan (default: a new one); a window's offsets are kept per plan id.
-    A config with ``copycat.window.start`` / ``copycat.window.end`` makes a windowed plan."""
+    A config with ``copycat.window.start`` / ``copycat.window.end`` makes a windowed plan.
+    ``validated``: the ``(values, class)`` :func:`.connector_config.validate` gave for this same config
+    with no problem (the ``copycat`` command checks every config before it plans any): it is not
+    validated again; ``None`` (Airflow): it is validated here."""
     raw = connector_config.load_connector_config(raw_config)
-    values, cls = connector_config.parse(raw)
+    values, cls = validated if validated is not None else connector_config.parse(raw)
     name = values["name"]
     tasks_max = int(values["tasks.max"] if max_tasks is None else max_tasks)
     groups_max = int(values["copycat.groups.max"] if max_groups is None else max_groups)
@@ -73,7 +87,8 @@ def make_plan(
                                              min(tasks_max, groups_max), "must be at least 1")], context=f"connector {name!r}")
     secrets = connector_config.secret_keys(raw, cls)
     plan_id = str(plan_id or windows.new_plan_id())
-    window = window_bounds(values) is not None
+    bounds = window_bounds(values)  # the window, read once here: every later step reads the spec's
+    window = None if bounds is None else Window(bounds[0], bounds[1], windows.namespace(name, bounds, plan_id))
     if window and issubclass(cls, SinkConnector):
         raise ConfigException([ConfigProblem(WINDOW_START_KEY, values.get(WINDOW_START_KEY),
                                              "sink connectors do not run windows (backfills): a sink copies what its "
@@ -92,11 +107,12 @@ def make_plan(
             partitions, task_cfgs, offsets = _plan_sink(connector, values, worker, tasks_max, previous)
         else:
             partitions, task_cfgs, offsets = _plan_source(connector, dict(values, **{windows.PLAN_ID_KEY: plan_id}),
-                                                          worker, tasks_max, previous, store)
+                                                          worker, tasks_max, previous, store,
+                                                          window.offsets_namespace if window else name)
     finally:
         connector.stop()
     # every task config carries the plan id and, in a window, the window (whatever task_configs() kept)
-    extra = {windows.PLAN_ID_KEY: plan_id, **windows.window_keys(values)}
+    extra = {windows.PLAN_ID_KEY: plan_id, **windows.bound_keys(bounds)}
     task_cfgs = [dict(cfg, **extra) for cfg in task_cfgs]
     tasks = [
         {
@@ -106,9 +122,13 @@ def make_plan(
         }
         for i, cfg in enumerate(task_cfgs)
     ]
+    redacted = connector_config.redact({k: raw[k] for k in sorted(raw)}, secrets)  # may add URL-password keys
+    spec = ConnectorSpec.of(kind=plugins.connector_kind(cls), connector_class=plugins.class_path(cls),
+                            secret_keys=secrets, window=window, values=values).to_json()
     n_groups = min(groups_max, len(tasks))
     groups = [
-        {"group": g, "connector": name, "kind": plugins.connector_kind(cls), "tasks": tasks[g::n_groups]}
+        {"group": g, "connector": name, "kind": plugins.connector_kind(cls), "tasks": tasks[g::n_groups],
+         SPEC_KEY: spec}
         for g in range(n_groups)
     ]
     return {
@@ -118,9 +138,9 @@ def make_plan(
         "kind": plugins.connector_kind(cls),
         "connector_class": plugins.class_path(cls),
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "window": windows.describe(dict(values, **{windows.PLAN_ID_KEY: plan_id})),
+        "window": window.to_json() if window else None,
         "bootstrap_servers": worker.bootstrap_servers,
-        "config": connector_config.redact({k: raw[k] for k in sorted(raw)}, secrets),
+        "config": redacted,
         "partitions": partitions,
         "offsets": offsets,
         "groups": groups,
@@ -148,12 +168,15 @@ def assign_sink_tasks(base_cfgs: list[dict], tps, previous_assignment: list[list
 
 def _check_clients(values: Mapping[str, Any], worker: WorkerConfig, sink: bool) -> None:
     """Fail at plan time, not inside Spark, on Kafka client settings librdkafka rejects and on
-    converters that cannot be configured. Building a client checks its settings without
-    waiting for a connection."""
+    the worker's converters that cannot be configured (a converter the connector config sets was
+    built once already, by :func:`.connector_config.validate`). Building a client checks its
+    settings without waiting for a connection."""
     from confluent_kafka import KafkaException, Producer
 
     problems: list[ConfigProblem] = []
     for is_key in (True, False):
+        if values.get("key.converter" if is_key else "value.converter"):
+            continue
         try:
             plugins.make_converter(values, worker.props, is_key)
         except Exception as e:
@@ -189,19 +212,21 @@ def _previous_assignment(previous: Mapping[str, Any] | None) -> list[list[Any]] 
     return [t["partitions"] for t in tasks]
 
 
-def _plan_source(connector, values, worker, tasks_max, previous, store):
+def _plan_source(connector, values, worker, tasks_max, previous, store, offsets_name):
+    """Partitions, task configs and committed offsets of a source; ``offsets_name``: the live offsets'
+    name, or the window's namespace (the spec's :attr:`~.spec.ConnectorSpec.offsets_name`)."""
     connector.previous_assignment = _previous_assignment(previous)
     partitions = connector.partitions() or []
     task_cfgs = [dict(c) for c in connector.task_configs(tasks_max)][:tasks_max]
     # only a live plan after a live plan fences: a window's task ids are not the live ones
-    live = windows.window_namespace(values) is None
+    live = offsets_name == values["name"]
     before = len(connector.previous_assignment or []) if live and not (previous or {}).get("window") else 0
     if before > len(task_cfgs) and transactions.exactly_once(values, worker):
         prefix = "producer.override."
         transactions.fence(worker.producer_config({k[len(prefix):]: v for k, v in values.items()
                                                    if k.startswith(prefix)}),
                            worker, values["name"], range(len(task_cfgs), before))
-    committed = (store or offset_store(worker)).read(windows.offsets_name(values))
+    committed = (store or offset_store(worker)).read(offsets_name)
     offsets = [{"partition": e["partition"], "offset": e["offset"]} for _, e in sorted(committed.items())]
     return partitions, task_cfgs, offsets
 

@@ -2,11 +2,13 @@
 
 The source and sink loops, the error handler, the retry policy and the
 transactions read ``copycat.run.*``, ``errors.*``, ``transaction.*`` and
-``topic.creation.*`` only through :class:`FrameworkSettings`, built with
-:meth:`FrameworkSettings.of` from the task config: every key typed and
+``topic.creation.*`` only through :class:`FrameworkSettings`: every key typed and
 defaulted as :data:`.connector_config.FRAMEWORK_CONFIG` declares it, so a
-default is written once (plans validate configs before any task starts; a
-value of the wrong type still fails here, naming the key).
+default is written once. The planner builds them once from the validated config
+(:meth:`FrameworkSettings.from_values`) into the plan's :class:`~.spec.ConnectorSpec`,
+which the run step hands to the loops; a task of a group without a spec (a plan of
+an earlier version) builds them from its task config with :meth:`FrameworkSettings.of`
+(a value of the wrong type still fails there, naming the key).
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ class FrameworkSettings:
         """The settings of a task config (strings, as plans carry them) or of a parsed config; a key
         that is absent or empty takes its declared default."""
         given = {k: config.get(k) for k in FRAMEWORK_CONFIG.keys if config.get(k) not in (None, "")}
-        v = FRAMEWORK_CONFIG.parse(given, context=f"connector {config.get('name')!r}")
+        return cls.from_values(FRAMEWORK_CONFIG.parse(given, context=f"connector {config.get('name')!r}"))
+
+    @classmethod
+    def from_values(cls, v: Mapping[str, Any]) -> "FrameworkSettings":
+        """The settings of values already parsed -- by :data:`FRAMEWORK_CONFIG` or by
+        :func:`.connector_config.parse`, which types and defaults every framework key -- without parsing
+        them again (the planner builds the run's :class:`~.spec.ConnectorSpec` with it)."""
         return cls(
             name=str(v["name"]),
             run_max_records=v["copycat.run.max.records"],

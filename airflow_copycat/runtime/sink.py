@@ -47,6 +47,7 @@ from .progress import TaskProgress
 from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
 from .settings import FrameworkSettings
+from .spec import ConnectorSpec
 from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
@@ -110,11 +111,14 @@ class SinkRun:
     """One bounded run of one sink task config (``{"task": id, "config": {...}}``); see the module
     docstring. :meth:`run` returns the task result; failures are reported in it, not raised."""
 
-    def __init__(self, task: Mapping[str, Any], worker: WorkerConfig, progress: TaskProgress | None = None):
+    def __init__(self, task: Mapping[str, Any], worker: WorkerConfig, progress: TaskProgress | None = None,
+                 spec: ConnectorSpec | None = None):
+        """``spec``: the group's :class:`~.spec.ConnectorSpec`, whose typed settings the run uses;
+        ``None``: they are parsed from the task config."""
         self.worker = worker
         self.progress = progress
         self.config = dict(task["config"])
-        self.settings = FrameworkSettings.of(self.config)
+        self.settings = spec.settings if spec is not None else FrameworkSettings.of(self.config)
         self.name = self.settings.name
         self.stats = TaskStats(int(task["task"]), self.name, "sink")
         self.assigned = assigned_partitions(self.config)
@@ -155,7 +159,7 @@ class SinkRun:
         config, name = self.config, self.name
         overrides = {k[len("consumer.override."):]: v for k, v in config.items() if k.startswith("consumer.override.")}
         self.consumer = Consumer(self.worker.consumer_config(consumer_group(name), overrides))
-        self.handler = ErrorHandler(config, self.stats.task, self.worker)
+        self.handler = ErrorHandler(config, self.stats.task, self.worker, settings=self.settings)
         self.retry.call(self.handler.prepare, what=f"creating dead-letter topic {self.handler.dlq_topic}")
         cls = plugins.resolve_connector(str(config["connector.class"]))
         self.task = cls().task_class()()
@@ -410,8 +414,9 @@ class SinkRun:
             self.committed.update(safe)
 
 
-def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig, *, progress: TaskProgress | None = None) -> dict:
+def run_sink_task(task: Mapping[str, Any], worker: WorkerConfig, *, progress: TaskProgress | None = None,
+                  spec: ConnectorSpec | None = None) -> dict:
     """Run one sink task config (``{"task": id, "config": {...}}``) for one bounded run.
     Returns the task result; failures are reported in it, not raised. ``progress``: watches
-    the run's counts once it has started."""
-    return SinkRun(task, worker, progress).run()
+    the run's counts once it has started; ``spec``: see :class:`SinkRun`."""
+    return SinkRun(task, worker, progress, spec).run()

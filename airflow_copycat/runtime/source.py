@@ -63,6 +63,7 @@ from .result import TaskStats
 from .retry import RetryPolicy, is_retriable
 from .sender import Sender
 from .settings import FrameworkSettings
+from .spec import ConnectorSpec
 from .transforms import TransformChain, TransformError, build_chain
 from .worker import WorkerConfig
 
@@ -90,24 +91,27 @@ class _Context(SourceTaskContext):
 
 
 def run_source_task(task: dict, worker: WorkerConfig, *, store: OffsetStore | None = None,
-                    progress: TaskProgress | None = None) -> dict:
+                    progress: TaskProgress | None = None, spec: ConnectorSpec | None = None) -> dict:
     """Run one source task config (``{"task": id, "config": {...}}``) for one bounded run.
+    ``spec``: its group's :class:`~.spec.ConnectorSpec`, whose settings and offsets' name the run
+    uses; ``None``: both are derived from the task config.
 
     Returns the task result (see :mod:`.result`); a failure is reported in the
     result (``status: failed``), never raised, so one task's failure does not hide
     the others' results. ``progress``: watches the run's counts once it has started.
     """
-    return SourceRun(task, worker, store, progress).run()
+    return SourceRun(task, worker, store, progress, spec).run()
 
 
 class SourceRun:
     """One bounded run of one source task; see the module docstring for its steps."""
 
     def __init__(self, task: dict, worker: WorkerConfig, store: OffsetStore | None = None,
-                 progress: TaskProgress | None = None):
+                 progress: TaskProgress | None = None, spec: ConnectorSpec | None = None):
         self.config = dict(task["config"])
         self.progress = progress
-        self.settings = FrameworkSettings.of(self.config)
+        self.spec = spec
+        self.settings = spec.settings if spec is not None else FrameworkSettings.of(self.config)
         self.name = self.settings.name
         self.worker = worker
         self.stats = TaskStats(int(task["task"]), self.name, "source")
@@ -158,7 +162,8 @@ class SourceRun:
         """Producer, error handler, committed offsets, the task, converters and transforms."""
         config, worker, stats, retry, store, s = self.config, self.worker, self.stats, self.retry, self.store, \
             self.settings
-        self.offsets_name = windows.offsets_name(config)  # the live offsets' name, or the window's own
+        # the live offsets' name, or the window's own
+        self.offsets_name = self.spec.offsets_name if self.spec is not None else windows.offsets_name(config)
         if self.offsets_name != self.name:
             log.info("connector %s task %s: windowed run, offsets kept under %s", self.name, stats.task,
                      self.offsets_name)
@@ -166,7 +171,7 @@ class SourceRun:
         # delivery reports for failures only: the run learns of success from flush() / the transaction's commit
         producer_cfg = worker.producer_config({"delivery.report.only.error": True, **overrides})
         producer_cfg["on_delivery"] = self.on_delivery  # the producer's own: no callback object per record
-        if transactions.exactly_once(config, worker):
+        if s.exactly_once_required or worker.exactly_once_source:  # transactions.exactly_once, typed
             tid = transactions.transactional_id(worker, self.offsets_name, stats.task)
             interval = None if s.transaction_boundary != "interval" else \
                 (s.transaction_interval_ms or worker.offset_flush_interval_ms)
@@ -178,7 +183,7 @@ class SourceRun:
             stats.transactional_id = tid
         else:
             self.producer = Producer(producer_cfg)
-        self.handler = ErrorHandler(config, stats.task, worker, self.producer)
+        self.handler = ErrorHandler(config, stats.task, worker, self.producer, settings=s)
         retry.call(self.handler.prepare, what=f"creating dead-letter topic {self.handler.dlq_topic}")
         self.committed = retry.call(lambda: store.read(self.offsets_name),
                                     what=f"reading the offsets of {self.offsets_name} from {store.describe()}")

@@ -64,10 +64,24 @@ def window_namespace(config: Mapping[str, Any]) -> str | None:
     bounds = window_bounds(dict(config))
     if bounds is None:
         return None
-    plan_id = str(config.get(PLAN_ID_KEY) or "")
+    return namespace(str(config["name"]), bounds, str(config.get(PLAN_ID_KEY) or ""))
+
+
+def namespace(name: str, bounds: tuple[dt.datetime, dt.datetime], plan_id: str) -> str:
+    """The offset-store name of the window ``bounds`` (aware datetimes, as
+    :func:`~airflow_copycat.connect.connector.window_bounds` gives them) of connector ``name`` in plan
+    ``plan_id``; raises ``ValueError`` without a plan id (see :func:`window_namespace`)."""
     if not plan_id:
         raise ValueError(f"a windowed task config needs {PLAN_ID_KEY} (set by the planner)")
-    return f"{config['name']}{WINDOW_SEPARATOR}{_stamp(bounds[0])}/{_stamp(bounds[1])}/{plan_id}"
+    return f"{name}{WINDOW_SEPARATOR}{_stamp(bounds[0])}/{_stamp(bounds[1])}/{plan_id}"
+
+
+def bound_keys(bounds: tuple[dt.datetime, dt.datetime] | None) -> dict[str, str]:
+    """The window keys of ``bounds`` as ISO-8601 UTC (``{}`` for ``None``): what :func:`window_keys` gives
+    for the config the bounds were read from."""
+    if bounds is None:
+        return {}
+    return {WINDOW_START_KEY: bounds[0].isoformat(), WINDOW_END_KEY: bounds[1].isoformat()}
 
 
 def offsets_name(config: Mapping[str, Any]) -> str:
@@ -93,10 +107,7 @@ def describe(config: Mapping[str, Any]) -> dict[str, str] | None:
 
 def window_keys(config: Mapping[str, Any]) -> dict[str, str]:
     """The window keys of ``config`` normalised to ISO-8601 UTC (``{}`` when it holds no window)."""
-    bounds = window_bounds(dict(config))
-    if bounds is None:
-        return {}
-    return {WINDOW_START_KEY: bounds[0].isoformat(), WINDOW_END_KEY: bounds[1].isoformat()}
+    return bound_keys(window_bounds(dict(config)))
 
 
 def finished(store, plan: Mapping[str, Any]) -> list[Any]:
