@@ -164,6 +164,51 @@ def kafka() -> Iterator[str]:
         yield broker.bootstrap
 
 
+def _cpu_of(names: set[str]) -> float:
+    """CPU seconds used so far by the processes of this machine named one of ``names`` (their ``comm``),
+    their reaped children included: PostgreSQL's postmaster collects its ended backends' time."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        if stat[stat.index("(") + 1:stat.rindex(")")] in names:
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return total
+
+
+@contextlib.contextmanager
+def cpu_used(embedded_broker: bool = True) -> Iterator[dict[str, float]]:
+    """CPU seconds spent while the block runs, filled in when it ends: ``process`` (this process, every
+    thread: Python, the database driver's, librdkafka's), ``broker`` (the embedded broker; absent with
+    ``KAFKA_BOOTSTRAP``) and ``postgres`` (the local PostgreSQL server's processes). On a machine whose
+    cores all of these share, the sum per row bounds what any contender can reach."""
+    broker = embedded_broker and not os.environ.get("KAFKA_BOOTSTRAP")
+    out: dict[str, float] = {}
+    t0, b0, p0 = os.times(), _cpu_of({"tansu"}) if broker else 0.0, _cpu_of({"postgres"})
+    try:
+        yield out
+    finally:
+        t1 = os.times()
+        out["process"] = (t1.user + t1.system) - (t0.user + t0.system)
+        if broker:
+            out["broker"] = _cpu_of({"tansu"}) - b0
+        out["postgres"] = _cpu_of({"postgres"}) - p0
+
+
+def cpu_note(what: str, used: dict[str, float], rows: int) -> float:
+    """Print ``used`` (:func:`cpu_used`) per row; returns the total in microseconds per row."""
+    parts = {k: v / rows * 1e6 for k, v in used.items()}
+    note(f"{what}: CPU per row " + ", ".join(f"{k} {v:.2f} us" for k, v in parts.items())
+         + f", total {sum(parts.values()):.2f} us")
+    return sum(parts.values())
+
+
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1)])[name].result(30)

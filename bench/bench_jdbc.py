@@ -34,6 +34,11 @@ missing or holds another row count. Kafka: the embedded broker, or
   Avro written per row by fastavro from psycopg's rows (the same schema, registered first).
 * ``jdbc_<mode>_1task_peak_rss``: the 1-task import run again in a process of its own; its
   peak resident memory (``VmHWM``) against the 500 MB target.
+* ``raw_producer_json_cpu`` and ``jdbc_<mode>_1task_cpu``: CPU microseconds per row of the raw producer
+  and of the 1-task run, counting this process (every thread), the embedded broker and the local
+  PostgreSQL server (``_common.cpu_used``; stderr splits them). The raw producer reads nothing: the
+  difference is what reading from PostgreSQL, building batches and encoding cost. On a machine whose
+  cores all of them share, the run's rate cannot pass ``cores / its CPU per row``.
 * ``jdbc_<mode>_split4_inprocess``: the same with ``copycat.split.column=id``,
   ``copycat.split.count=4``, tasks.max=4, its four tasks run one after the
   other in this process (the split's overhead without parallelism).
@@ -79,7 +84,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import create_topic, delete_topic, fail, kafka, note, produce_all, report, timed, uid
+from _common import (cpu_note, cpu_used, create_topic, delete_topic, fail, kafka, note, produce_all, report,
+                     timed, uid)
 from bench_spark_startup import TRIVIAL_APP, spark_submit
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -400,9 +406,10 @@ def main() -> int:
         def produce_pairs(pairs: list[tuple[bytes, bytes]]) -> int:
             return produce_all(producer_cfg, topic_raw, pairs)
 
-        with timed() as t_raw:
+        with timed() as t_raw, cpu_used() as cpu_raw:
             produce_pairs(payload)
         note(f"raw producer: {t_raw[0]:.2f} s")
+        cpu_raw_row = cpu_note("raw producer", cpu_raw, n)
         del payload
         count, total = read_back(bootstrap, topic_raw, parts)
         if count != n or total != expected_sum:
@@ -459,7 +466,9 @@ def main() -> int:
 
         # ---- the connector, one task
         p, topic, _ = plan("1task", table, mode)
-        t_one = in_process("1task", p["groups"][0], n)
+        with cpu_used() as cpu_one:
+            t_one = in_process("1task", p["groups"][0], n)
+        cpu_one_row = cpu_note("1task", cpu_one, n)
         verify(topic, "1task", n, expected_sum)
         figures.append((f"jdbc_{mode}_1task", n / t_one, "rows/s"))
 
@@ -538,6 +547,10 @@ def main() -> int:
             report(base_name, base, "rows/s", 1.0, "itself")
             report(name, value, "rows/s", value / base, base_name)
         report(f"jdbc_{mode}_1task_peak_rss", peak_mb, "MB", peak_mb / 500, "the 500 MB target")
+        # CPU of every process the run keeps busy (this one, the broker, PostgreSQL): where the cores that
+        # all of them share go, per row
+        report("raw_producer_json_cpu", cpu_raw_row, "us/row", 1.0, "itself")
+        report(f"jdbc_{mode}_1task_cpu", cpu_one_row, "us/row", cpu_one_row / cpu_raw_row, "raw_producer_json_cpu")
 
         if args.skip_incremental:
             return 0
