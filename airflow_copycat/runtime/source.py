@@ -233,11 +233,19 @@ class SourceRun:
                 break
             if not items and not skipped:
                 time.sleep(0.05)
+            records: list = []  # consecutive records go as one step: a hand-over between threads per
+            # record costs more than most records' conversion (each waits for the other thread's turn)
             for item in items:
                 while skipped and skipped[0][0] < item.sequence:  # a tolerated record the task skipped before it
+                    records = self._submit_records(records)
                     _, partition, offset = skipped.pop(0)
                     submit(partial(self.mark, partition, offset))
-                submit(partial(self.send_batch if isinstance(item, SourceBatch) else self.send, item))
+                if isinstance(item, SourceBatch):
+                    records = self._submit_records(records)
+                    submit(partial(self.send_batch, item))
+                else:
+                    records.append(item)
+            self._submit_records(records)
             for _, partition, offset in skipped:
                 submit(partial(self.mark, partition, offset))
             stats.errors, stats.dead_lettered = handler.count, handler.dlq_count
@@ -268,6 +276,14 @@ class SourceRun:
         stats.metrics = dict(getattr(self.task, "metrics", None) or {})  # what the task counted (as a sink's)
         stats.duration_s = None
 
+    def _submit_records(self, records: list) -> list:
+        """Hand ``records`` (in the task's order) to the sending thread as one step; returns a new empty
+        list for the next run of records."""
+        if records:
+            self.sender.submit(partial(self.send_all, records))
+            return []
+        return records
+
     # ---------------------------------------------------------------- the steps
 
     def poll(self):
@@ -278,6 +294,12 @@ class SourceRun:
                 raise
             return self.retry.call(self.task.poll, what=f"poll() of connector {self.name} task {self.stats.task}",
                                    where=_reached(self.stats), failed=e)
+
+    def send_all(self, records: list) -> None:
+        """:meth:`send` of each record, in order (a failure stops there: the later ones are not sent)."""
+        send = self.send
+        for record in records:
+            send(record)
 
     def send(self, record) -> None:
         """One record: transform, convert, produce (the per-record path, and every batch's fallback)."""
