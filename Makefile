@@ -1,6 +1,7 @@
 # make demo  -- set everything up, then run the example DAG end to end (twice) and verify the data
 # make test  -- set everything up (starting PostgreSQL and MariaDB when down), then run the whole test suite
-# make bench -- set everything up, then print every benchmark as a ratio against its baseline
+# make bench -- set everything up, then print every benchmark as a ratio against its baseline, and chart them (bench/chart.py)
+# make screenshots -- the browser tests on a real Airflow, saving their screenshots of the UI into docs/images
 # make airflow -- set everything up, then run Airflow with the example DAGs on 127.0.0.1 until Ctrl-C (try them in the UI)
 PYTHON ?= python3
 VENV   := .venv
@@ -9,7 +10,7 @@ STATE  := .copycat
 export SSL_CERT_FILE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 ENV    := . $(STATE)/java.env && export PATH="$(CURDIR)/$(BIN):$$PATH" PYSPARK_PYTHON="$(CURDIR)/$(BIN)/python"
 
-.PHONY: setup bytecode databases browser age demo airflow airflow-clean test bench lint clean
+.PHONY: setup bytecode databases browser age demo airflow airflow-clean test bench screenshots lint clean
 
 setup: $(VENV)/.installed $(STATE)/java.env bytecode
 
@@ -66,8 +67,25 @@ TEST_PROCESSES ?= 2
 test: setup databases browser age
 	$(ENV) && $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
+# Every script's output (stdout and stderr) also goes to $(BENCH_LOG), one run per file; bench/chart.py then writes its
+# figures to bench/results.json and the chart docs/images/bench.svg (commit both to publish a run). Stops at the first
+# benchmark that fails, charting nothing. A chart of a log kept from before: $(BIN)/python bench/chart.py --from-log LOG
+BENCH_LOG := $(STATE)/bench.log
 bench: setup
-	$(ENV) && for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	$(ENV) && $(BIN)/python bench/chart.py --start-log $(BENCH_LOG) && \
+	for b in bench/bench_*.py; do \
+	  echo "bench-script: $$b" >> $(BENCH_LOG); \
+	  { $(BIN)/python $$b 2>&1; echo $$? > $(BENCH_LOG).status; } | tee -a $(BENCH_LOG); \
+	  test "$$(cat $(BENCH_LOG).status)" = 0 || { echo "$$b failed: see $(BENCH_LOG)"; exit 1; }; \
+	done && \
+	$(BIN)/python bench/chart.py --from-log $(BENCH_LOG)
+
+# Screenshots of the Airflow UI for the docs (docs/images/*.png), taken by the browser tests of
+# tests/e2e/test_airflow_ui.py on a real Airflow: a connector's task group in the graph view, a run's summary XCom,
+# the backfill dialog, the offsets page. make test takes them too, into each test's temporary directory.
+screenshots: setup databases browser
+	$(ENV) && COPYCAT_SCREENSHOTS="$(CURDIR)/docs/images" $(BIN)/python -m pytest -p no:cacheprovider \
+	  tests/e2e/test_airflow_ui.py -k "not rest_api" $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check airflow_copycat spark_apps dags tests bench scripts

@@ -11,6 +11,9 @@ process).
   the backfill and its runs succeed, and exactly the rows of those hours reach Kafka, once, while
   the live offsets stay where they were. A screenshot of the page is saved under the test's tmp
   dir when anything fails.
+* After the live run, the DAG's graph view shows the connector's task group expanded (plan, run,
+  finish, each with its state), and the finish task's XCom tab shows the run summary with the
+  counts the REST API returns.
 
 The offsets page (airflow_copycat/plugins), seen from the same browser as a user sees it:
 
@@ -21,6 +24,13 @@ The offsets page (airflow_copycat/plugins), seen from the same browser as a user
   on the paused DAG, so it stays queued), and goes through once that run is marked failed: the
   offset topic then returns the new value. The original offset is put back afterwards, and the DAG
   unpaused, for the other tests of the session.
+
+Screenshots for the docs (``make screenshots`` saves them into docs/images through
+``COPYCAT_SCREENSHOTS``; otherwise they go to each test's tmp dir), each taken only after the test
+asserted what it shows: ``graph-task-group.png`` (the expanded task group of a finished run),
+``run-summary-xcom.png`` (the finish task's XCom), ``backfill-dialog.png`` (the filled-in dialog,
+before it is submitted), ``offsets-page.png`` (shop-orders' committed offsets). The browser's viewport is
+1280x900 (the offsets page: 1760x560); a page's picture must hold its whole width.
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import struct
+import urllib.parse
 from pathlib import Path
 
 import httpx
@@ -43,6 +55,10 @@ pytestmark = pytest.mark.slow
 
 FINISH_TASK = f"{CONNECTOR}.finish"
 CHROMIUM = os.environ.get("COPYCAT_TEST_CHROMIUM", "/usr/bin/chromium")
+VIEWPORT = {"width": 1280, "height": 900}
+"""The browser's size, so the screenshots in docs/images have it (the backfill dialog is 826 px high)."""
+OFFSETS_VIEWPORT = {"width": 1760, "height": 560}
+"""The offsets page's: its table of offsets, runs and forms is about 1,700 px wide, and the page is short."""
 
 
 def _iso(t: dt.datetime) -> str:
@@ -51,6 +67,63 @@ def _iso(t: dt.datetime) -> str:
 
 def _parse(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_the_graph_shows_the_task_group_of_a_run_and_the_finish_xcom_its_summary(jdbc_airflow, tmp_path: Path):
+    """The live run (the fixture's), as a user looks at it: the graph with the connector's task group
+    expanded, each task in its state; then the finish task's XCom: the run summary."""
+    from playwright.sync_api import expect, sync_playwright
+
+    s, run_id = jdbc_airflow.services, jdbc_airflow.live_run_id
+    with s.logs_on_failure():
+        summary = s.xcom(DAG_ID, run_id, FINISH_TASK)
+        assert summary["status"] == "ok" and summary["records"] > 0, summary
+        run_url = f"{s.url}/dags/{DAG_ID}/runs/{urllib.parse.quote(run_id, safe='')}"
+        with sync_playwright() as playwright:
+            browser = _browser(playwright)
+            page = _new_page(browser)
+            try:
+                _log_in(page, s.url, s.password)
+
+                # Graph view, task groups expanded: the group and its three tasks, each succeeded
+                page.goto(run_url)
+                page.get_by_role("button", name="Show Graph (Press g)").click()
+                page.get_by_role("button", name="Expand all task groups").click()
+                group = page.locator(f".react-flow__node[data-id='{CONNECTOR}']")
+                for shown in (CONNECTOR, "Task Group", "success"):
+                    expect(group).to_contain_text(shown)
+                for task, operator in (("plan", "CopycatPlanOperator"), ("run", "CopycatRunTaskGroupOperator"),
+                                       ("finish", "CopycatFinishOperator")):
+                    node = page.locator(f".react-flow__node[data-id='{CONNECTOR}.{task}']")
+                    for shown in (task, operator, "success"):
+                        expect(node).to_contain_text(shown)
+                    expect(node).to_be_in_viewport()
+                _screenshot(page, "graph-task-group.png", tmp_path)
+
+                # The finish task's XCom tab: return_value is the run summary, as the REST API returns it. The
+                # editor renders the lines it shows only, and the keys come in the metadata database's order
+                # (PostgreSQL's JSONB: shorter keys first), so these are the keys of its first ~16 lines.
+                page.goto(f"{run_url}/tasks/{FINISH_TASK}/xcom")
+                page.get_by_role("button", name="Show Grid (Press g)").click()  # more room for the XCom table
+                expect(page.get_by_text(FINISH_TASK, exact=True).first).to_be_visible()
+                entry = page.get_by_role("row").filter(has_text="return_value")
+                expect(entry).to_be_visible()
+                page.get_by_role("button", name="Expand all extra JSON").click()
+                shown = ['"kind": "source"', '"status": "ok"', f'"plan_id": "{summary["plan_id"]}"',
+                         f'"records": {summary["records"]}', f'"bytes": {summary["bytes"]}', '"window": null']
+                shown += [f'"{topic}": {n}' for topic, n in summary["topics"].items()]
+                assert set(summary["topics"]) == set(TOPICS.values()), summary["topics"]
+                for text in shown:
+                    expect(entry).to_contain_text(text)
+                expect(entry).to_be_in_viewport()
+                _screenshot(page, "run-summary-xcom.png", tmp_path)
+            except BaseException:
+                shot = tmp_path / "graph-xcom-failure.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot of the page: {shot}")
+                raise
+            finally:
+                browser.close()
 
 
 def test_backfill_through_rest_api_imports_its_hours_once_and_leaves_live_offsets(jdbc_airflow):
@@ -132,6 +205,41 @@ def _browser(playwright):
                                       args=["--no-sandbox", "--disable-dev-shm-usage"])
 
 
+def _new_page(browser, viewport: dict = VIEWPORT):
+    page = browser.new_page(viewport=viewport)
+    page.set_default_timeout(60_000)
+    return page
+
+
+def _log_in(page, url: str, password: str) -> None:
+    """Opens the DAG's page as ``admin``; the login page comes first."""
+    page.goto(f"{url}/dags/{DAG_ID}")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"**/dags/{DAG_ID}**")
+
+
+def _screenshot(target, name: str, tmp_path: Path) -> Path:
+    """Saves a PNG of ``target`` (a page: its viewport; a locator: that element) as ``name`` in
+    ``$COPYCAT_SCREENSHOTS`` (``make screenshots``: docs/images) or else ``tmp_path``, and checks
+    that it is a picture of the viewport's or the element's size. Call it after asserting what it shows."""
+    folder = Path(os.environ.get("COPYCAT_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if hasattr(target, "bounding_box"):
+        box = target.bounding_box()
+    else:  # a page: the picture holds its whole width, nothing cut off at the right
+        box = target.viewport_size
+        assert target.evaluate("document.documentElement.scrollWidth") <= box["width"], f"{name}: wider than the page"
+    target.screenshot(path=str(path), animations="disabled")
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    size = struct.unpack(">II", head[16:24])
+    assert abs(size[0] - box["width"]) <= 1 and abs(size[1] - box["height"]) <= 1, (path, size, box)
+    return path
+
+
 def _pick_datetime(page, dialog, label: str, t: dt.datetime) -> None:
     """Fills one of the backfill dialog's date-time pickers ("From"/"To"; the UI shows UTC)."""
     from playwright.sync_api import expect
@@ -146,14 +254,11 @@ def _pick_datetime(page, dialog, label: str, t: dt.datetime) -> None:
     expect(popover).to_have_count(0)
 
 
-def _start_backfill_in_ui(page, url: str, password: str, start: dt.datetime, end: dt.datetime, runs: int) -> None:
+def _start_backfill_in_ui(page, url: str, password: str, start: dt.datetime, end: dt.datetime, runs: int,
+                          tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    page.goto(f"{url}/dags/{DAG_ID}")
-    page.get_by_label("Username").fill("admin")  # the login page comes first
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"**/dags/{DAG_ID}**")
+    _log_in(page, url, password)
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_text("Backfill", exact=True).first.click()
@@ -162,6 +267,12 @@ def _start_backfill_in_ui(page, url: str, password: str, start: dt.datetime, end
     _pick_datetime(page, dialog, "To", end)
     # the dialog's dry run counts the runs the range makes
     expect(dialog.get_by_text(f"{runs} runs will be triggered.")).to_be_visible()
+    # the dialog itself (the date pickers' closed popovers are dialogs too), filled in, before it is submitted
+    shown = page.locator("[role=dialog][data-scope=dialog][data-state=open]")
+    expect(shown).to_contain_text(f"Run Backfill - {DAG_ID}")
+    expect(shown).to_contain_text(f"{runs} runs will be triggered.")
+    expect(shown.get_by_role("button", name="Run Backfill")).to_be_in_viewport()
+    _screenshot(shown, "backfill-dialog.png", tmp_path)
     dialog.get_by_role("button", name="Run Backfill").click()
     expect(page.get_by_text("Backfill generated").first).to_be_visible()  # the toast of a created backfill
     expect(page.get_by_text("Backfill in progress")).to_be_visible()
@@ -184,10 +295,9 @@ def test_backfill_started_from_the_ui_imports_its_hours(jdbc_airflow, tmp_path: 
 
         with sync_playwright() as playwright:
             browser = _browser(playwright)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
+            page = _new_page(browser)
             try:
-                _start_backfill_in_ui(page, s.url, s.password, hours[0], hours[-1], len(hours))
+                _start_backfill_in_ui(page, s.url, s.password, hours[0], hours[-1], len(hours), tmp_path)
             except BaseException:
                 shot = tmp_path / "backfill-ui-failure.png"
                 page.screenshot(path=str(shot), full_page=True)
@@ -243,20 +353,18 @@ def test_the_offsets_page_shows_and_resets_offsets_with_the_runs_guard(jdbc_airf
         s.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": True})  # a run triggered now stays queued
         with sync_playwright() as playwright:
             browser = _browser(playwright)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
+            page = _new_page(browser, OFFSETS_VIEWPORT)
             try:
-                page.goto(f"{s.url}/dags/{DAG_ID}")
-                page.get_by_label("Username").fill("admin")  # the login page comes first
-                page.get_by_label("Password").fill(s.password)
-                page.get_by_role("button", name="Sign in").click()
-                page.wait_for_url(f"**/dags/{DAG_ID}**")
+                _log_in(page, s.url, s.password)
 
                 # The page shows the committed offset and the scheduled run that moved it
                 page.goto(f"{s.url}/copycat/offsets")
                 row = page.locator(f"section[data-connector='{CONNECTOR}'] tr[data-partition='{compact_json(partition)}']")
                 expect(row.locator("code.offset")).to_have_text(compact_json(original))
                 expect(row).to_contain_text(f"{DAG_ID} / scheduled__")
+                expect(page.get_by_role("heading", name="Copycat offsets")).to_be_in_viewport()
+                expect(row).to_be_in_viewport()
+                _screenshot(page, "offsets-page.png", tmp_path)
 
                 # A reset while a run is queued is refused, and nothing is written
                 queued = s.api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None})
