@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from typing import Any, Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
 from ..connect.assignment import assign
-from ..connect.connector import TASK_PARTITIONS_KEY, WINDOW_START_KEY, SinkConnector, task_partitions, window_bounds
+from ..connect.connector import (TASK_PARTITIONS_KEY, WINDOW_END_KEY, WINDOW_START_KEY, SinkConnector, task_partitions,
+                                 window_bounds)
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException, ConnectException
 from . import connector_config, plugins, transactions, windows
@@ -55,7 +57,29 @@ from .sink import ASSIGNED_PARTITIONS_KEY, assigned_partitions, consumer_group
 from .spec import SPEC_KEY, ConnectorSpec, Window
 from .worker import WorkerConfig
 
+log = logging.getLogger("airflow_copycat.plan")
+
 PLAN_FORMAT = "copycat.plan/1"
+
+
+_NOT_SETTINGS = {"name", "connector.class", "tasks.max", "copycat.groups.max", "key.converter", "value.converter",
+                 WINDOW_START_KEY, WINDOW_END_KEY}
+"""Framework keys the spec's settings do not hold (converters are built from each task config where it runs)."""
+
+
+def _overridden_settings(values: Mapping[str, Any], task_cfgs: list[Mapping[str, Any]]) -> list[str]:
+    """The framework keys some task config sets to another value than the connector config: Kafka Connect
+    reads them from the connector config, this runtime read them from each task config before the spec
+    existed; a connector whose tasks change one keeps that (the spec then holds no settings)."""
+    keys = sorted(set(connector_config.FRAMEWORK_CONFIG.keys) - _NOT_SETTINGS)
+    return sorted({k for cfg in task_cfgs for k in keys if k in cfg and not _same(cfg[k], values.get(k))})
+
+
+def _same(given: Any, parsed: Any) -> bool:
+    """A task config's raw value says what the parsed one does (``"false"``/False, ``""``/None, ``"3"``/3)."""
+    if given in (None, "") or parsed in (None, ""):
+        return given in (None, "") and parsed in (None, "")
+    return given == parsed or str(given).strip().lower() == str(parsed).strip().lower()
 
 
 def make_plan(
@@ -111,6 +135,10 @@ def make_plan(
                                                           window.offsets_namespace if window else name)
     finally:
         connector.stop()
+    overridden = _overridden_settings(values, task_cfgs)
+    if overridden:
+        log.warning("connector %s: its task configs set %s other than the connector config: each task reads "
+                    "its own framework settings", name, ", ".join(overridden))
     # every task config carries the plan id and, in a window, the window (whatever task_configs() kept)
     extra = {windows.PLAN_ID_KEY: plan_id, **windows.bound_keys(bounds)}
     task_cfgs = [dict(cfg, **extra) for cfg in task_cfgs]
@@ -124,7 +152,8 @@ def make_plan(
     ]
     redacted = connector_config.redact({k: raw[k] for k in sorted(raw)}, secrets)  # may add URL-password keys
     spec = ConnectorSpec.of(kind=plugins.connector_kind(cls), connector_class=plugins.class_path(cls),
-                            secret_keys=secrets, window=window, values=values).to_json()
+                            secret_keys=secrets, window=window, values=values,
+                            per_task_settings=bool(overridden)).to_json()
     n_groups = min(groups_max, len(tasks))
     groups = [
         {"group": g, "connector": name, "kind": plugins.connector_kind(cls), "tasks": tasks[g::n_groups],

@@ -14,7 +14,9 @@ Contract, for :class:`.source.SourceRun`:
   on the run's thread by the next :meth:`submit` or :meth:`drain`. Offsets marked by the
   steps that ran before it stay committable, as if the run had failed there.
 * At most ``depth`` steps wait at a time (``submit`` blocks): the poll thread runs at most that
-  far ahead, which bounds the memory of batches read but not yet sent.
+  far ahead, which bounds the memory of batches read but not yet sent. A step is one batch, or the
+  run of records one ``poll()`` returned (bounded by the connector's own batch size), so up to
+  ``depth`` + 1 polls' worth is in memory besides the one being polled.
 
 Where the poll thread mostly waits in C (a database driver reading into Arrow) this overlaps
 reading with encoding and producing; on a task whose poll() is Python work it changes little.

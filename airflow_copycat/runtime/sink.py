@@ -118,7 +118,8 @@ class SinkRun:
         self.worker = worker
         self.progress = progress
         self.config = dict(task["config"])
-        self.settings = spec.settings if spec is not None else FrameworkSettings.of(self.config)
+        self.settings = spec.settings if spec is not None and spec.settings is not None else \
+            FrameworkSettings.of(self.config)
         self.name = self.settings.name
         self.stats = TaskStats(int(task["task"]), self.name, "sink")
         self.assigned = assigned_partitions(self.config)

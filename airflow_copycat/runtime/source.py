@@ -111,7 +111,8 @@ class SourceRun:
         self.config = dict(task["config"])
         self.progress = progress
         self.spec = spec
-        self.settings = spec.settings if spec is not None else FrameworkSettings.of(self.config)
+        self.settings = spec.settings if spec is not None and spec.settings is not None else \
+            FrameworkSettings.of(self.config)
         self.name = self.settings.name
         self.worker = worker
         self.stats = TaskStats(int(task["task"]), self.name, "source")

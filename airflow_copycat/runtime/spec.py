@@ -64,8 +64,9 @@ class ConnectorSpec:
     """Config keys whose values are secrets (``[hidden]`` in the plan), sorted; never their values."""
     window: Window | None
     """The run's window, ``None`` for a live run."""
-    settings: FrameworkSettings
-    """The framework keys, typed and defaulted."""
+    settings: FrameworkSettings | None
+    """The framework keys, typed and defaulted; ``None`` when the connector's task configs set some of them
+    to other values (each task then reads its own, as before specs)."""
 
     @property
     def offsets_name(self) -> str:
@@ -74,16 +75,17 @@ class ConnectorSpec:
 
     @classmethod
     def of(cls, *, kind: str, connector_class: str, secret_keys, window: Window | None,
-           values: Mapping[str, Any]) -> "ConnectorSpec":
-        """The spec of a config :func:`.connector_config.parse` gave ``values`` for (the planner's job)."""
+           values: Mapping[str, Any], per_task_settings: bool = False) -> "ConnectorSpec":
+        """The spec of a config :func:`.connector_config.parse` gave ``values`` for (the planner's job);
+        ``per_task_settings``: its task configs change framework keys, so the spec holds no settings."""
         return cls(name=str(values["name"]), kind=kind, connector_class=connector_class,
                    secret_keys=tuple(sorted(secret_keys)), window=window,
-                   settings=FrameworkSettings.from_values(values))
+                   settings=None if per_task_settings else FrameworkSettings.from_values(values))
 
     def to_json(self) -> dict[str, Any]:
         return {"format": SPEC_FORMAT, "name": self.name, "kind": self.kind, "connector_class": self.connector_class,
                 "secret_keys": list(self.secret_keys), "window": self.window.to_json() if self.window else None,
-                "settings": dataclasses.asdict(self.settings)}
+                "settings": dataclasses.asdict(self.settings) if self.settings is not None else None}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "ConnectorSpec":
@@ -97,7 +99,7 @@ class ConnectorSpec:
                             str(w["offsets_namespace"])) if w else None
             return cls(name=str(doc["name"]), kind=str(doc["kind"]), connector_class=str(doc["connector_class"]),
                        secret_keys=tuple(doc["secret_keys"]), window=window,
-                       settings=FrameworkSettings(**doc["settings"]))
+                       settings=FrameworkSettings(**doc["settings"]) if doc["settings"] is not None else None)
         except (KeyError, TypeError) as e:
             raise ValueError(f"incomplete {SPEC_FORMAT} spec: {type(e).__name__}: {e}") from None
 

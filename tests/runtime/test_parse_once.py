@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from airflow_copycat.connect import ConfigDef, Schema, SourceConnector, SourceRecord, SourceTask
+
 from airflow_copycat.runtime import windows
 from airflow_copycat.runtime.executor import run_group
 from airflow_copycat.runtime.jobs import CONNECTOR_JOB
@@ -150,3 +152,51 @@ def test_copycat_run_validates_each_config_once(capsys, tmp_path, kafka_bootstra
     assert rc == 0, err
     assert json.loads(out)["records"] == 5
     assert counts.calls["validate"] == 1 and counts.calls["FrameworkSettings.of"] == 0, counts
+
+
+class BudgetPerTask(SourceConnector):
+    """A connector whose task configs set their own record budget (3), not the connector's."""
+
+    config_def = ConfigDef()
+
+    def task_class(self):
+        return _CountingTask
+
+    def partitions(self):
+        return [{"p": 0}]
+
+    def task_configs(self, max_tasks):
+        return [dict(c, **{"copycat.run.max.records": "3"}) for c in super().task_configs(max_tasks)]
+
+
+class _CountingTask(SourceTask):
+    def start(self, config):
+        self.topic, self.n = config["topic"], 0
+
+    def poll(self):
+        if self.n >= 10:
+            return None
+        self.n += 1
+        return [SourceRecord(topic=self.topic, value_schema=Schema.INT32, value=self.n, source_partition={"p": 0},
+                             source_offset={"i": self.n})]
+
+    def stop(self):
+        pass
+
+
+def test_a_framework_key_a_task_config_changes_is_still_read_from_the_task_config(worker_props, unique, caplog):
+    # Given a connector budgeted to 7 records whose task configs set 3
+    config = {"name": f"budget-{unique}", "connector.class": f"{__name__}:BudgetPerTask", "topic": f"budget-{unique}",
+              "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+              "copycat.run.max.records": "7"}
+
+    # When it is planned and run
+    with caplog.at_level("WARNING", logger="airflow_copycat.plan"):
+        plan = make_plan(config, WorkerConfig(worker_props, env={}))
+    spec = spec_of_group(plan["groups"][0])
+    (task,) = run_group(plan["groups"][0], worker_props)["tasks"]
+
+    # Then the task keeps its own budget, as it did before plans carried a spec, and the plan says why
+    assert spec is not None and spec.settings is None
+    assert task["status"] == "ok" and task["records"] == 3, task
+    assert "copycat.run.max.records" in caplog.text

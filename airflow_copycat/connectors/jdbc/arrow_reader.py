@@ -272,6 +272,10 @@ class AdbcConnection:
         except BaseException:
             self._db.close()
             raise
+        # the DB-API's way of running a call so that Ctrl-C cancels the query on the server (private to the
+        # driver manager, hence the fallback: a plain call, which a Ctrl-C interrupts when it returns)
+        self._blocking = getattr(getattr(self._adm, "_lib", None), "_blocking_call", None)
+        self._open: dict[int, tuple] = {}  # id(statement) -> (statement, reader) of results not yet closed
         self._dialect = type(engine.dialect)(paramstyle="numeric_dollar")
         self.backend_pid = int(self.query("SELECT pg_backend_pid()").column(0)[0].as_py())
 
@@ -300,19 +304,35 @@ class AdbcConnection:
             stmt.set_sql_query(sql)
             if params:
                 stmt.bind(pa.record_batch([[v] for v in params], names=[str(i) for i in range(len(params))]))
-            handle, _ = stmt.execute_query()
-            return stmt, pa.RecordBatchReader._import_from_c(handle.address)
+            handle, _ = self._call(stmt, stmt.execute_query)
+            reader = pa.RecordBatchReader._import_from_c(handle.address)
         except BaseException:
             stmt.close()
             raise
+        self._open[id(stmt)] = (stmt, reader)
+        return stmt, reader
+
+    def _call(self, stmt, fn):
+        """``fn()``, cancelled on the server by Ctrl-C where the driver manager allows it."""
+        return self._blocking(fn, (), {}, stmt.cancel) if self._blocking is not None else fn()
+
+    def _close(self, stmt, reader) -> None:
+        """Release a result's reader, then its statement (a statement refuses to close under a live reader);
+        once: a stream :meth:`close` ended is not closed again when its generator is collected."""
+        if self._open.pop(id(stmt), None) is None:
+            return
+        try:
+            reader.close()
+        finally:
+            stmt.close()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """The whole result of ``sql`` (a plain SQL text; parameters as ``$1..$n``)."""
         stmt, reader = self._run(sql, params)
         try:
-            return reader.read_all()
+            return self._call(stmt, reader.read_all)
         finally:
-            _close(stmt, reader)
+            self._close(stmt, reader)
 
     def _sql(self, stmt) -> tuple[str, tuple]:
         sql, params = self.compile(stmt)
@@ -327,11 +347,16 @@ class AdbcConnection:
     def stream(self, stmt) -> Iterator[pa.RecordBatch]:
         """``stmt``'s rows in Arrow batches of about :data:`STREAM_BATCH_BYTES`, read as they are consumed."""
         sql, params = self._sql(stmt)
-        handle, reader = self._run(sql, params, STREAM_BATCH_BYTES)
+        stmt, reader = self._run(sql, params, STREAM_BATCH_BYTES)
         try:
-            yield from reader
+            while True:
+                try:
+                    batch = self._call(stmt, reader.read_next_batch)
+                except StopIteration:
+                    return
+                yield batch
         finally:
-            _close(handle, reader)
+            self._close(stmt, reader)
 
     def alive(self) -> bool:
         try:
@@ -341,19 +366,17 @@ class AdbcConnection:
             return False
 
     def close(self) -> None:
+        """Close the results still open (a stream abandoned half-way), then the connection."""
+        for stmt, reader in list(self._open.values()):
+            try:
+                self._close(stmt, reader)
+            except Exception:  # noqa: BLE001 -- a result of a dead connection
+                pass
         for handle in (self._conn, self._db):
             try:
                 handle.close()
             except Exception:  # noqa: BLE001 -- closing a dead connection
                 pass
-
-
-def _close(stmt, reader) -> None:
-    """Release a result's reader, then its statement (a statement refuses to close under a live reader)."""
-    try:
-        reader.close()
-    finally:
-        stmt.close()
 
 
 def adbc_error_types() -> tuple[type[BaseException], ...]:
