@@ -70,6 +70,15 @@ class Target:
 
 # Only targets the benchmarks' own docs state; the ratio is the figure's ratio against that baseline.
 TARGETS = [
+    Target(r"jdbc_[a-z+_]*_1task", "raw_producer_json", 0.7, "bench/README.md, Targets"),
+    Target(r"jdbc_[a-z+_]*_1task_schemas", "raw_producer_json_schemas", 0.7, "bench/README.md, Targets"),
+    Target(r"jdbc_[a-z+_]*_1task_avro_registry", "raw_producer_avro_registry", 0.5, "bench/README.md, Targets"),
+    Target("jdbc_incremental_10k_inprocess", "psql_copy_binary_10k", 10.0, "bench/README.md, Targets"),
+    Target("file_to_kafka_string", "raw_producer", 0.85, "bench/README.md, Targets"),
+    Target("file_to_kafka_json", "raw_producer", 0.7, "bench/README.md, Targets"),
+    Target("source_json_3_transforms", "source_json", 0.8, "bench/README.md, Targets"),
+    Target(r"kafka_to_parquet_(string|struct)", r"raw_consumer_pyarrow_json_(string|struct)", 0.9,
+           "bench/README.md, Targets"),
     Target("copy_in_process", "cp_r_md5sum", 1.2,
            "bench/README.md (bench_distcp): md5 copy target <= 1.2x cp -r + md5sum"),
     Target("copy_in_process_nochecksum", "cp_r", 1.2,
