@@ -45,6 +45,7 @@ from ..distcp.model import PLAN_FORMAT, CopyableFile, Staging, WorkUnit
 from .connector_config import load_connector_config, redact
 from .json_files import write_json
 from .progress import TaskProgress
+from .spec import SPEC_KEY, CopySpec, spec_of_group
 
 log = logging.getLogger("airflow_copycat.distcp")
 
@@ -143,13 +144,17 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     plan_url = tgt_fs.unstrip_protocol(f"{plan_dir}/plan.json")
     tasks = task_entries
     n_groups = min(groups_max, len(tasks))
+    # the typed config without its secrets: the tasks and the publish step read it instead of parsing again
+    copy_spec = CopySpec.of(values, secrets)
+    spec = copy_spec.to_json() if copy_spec is not None else None
     plan = {
         "format": PLAN_FORMAT, "connector": name, "kind": "copy", "created_at": full["created_at"],
         "config": redacted, "plan_url": plan_url, "datasets": stats,
         "files": len(files), "to_copy": len(result.to_copy), "to_copy_bytes": sum(f.size for f in result.to_copy),
         "skipped": len(result.skipped), "deletes": sum(len(v) for v in result.deletes.values()),
         "recovered": [r.get("file_set") for r in recovered], "plan_seconds": round(time.monotonic() - started, 3),
-        "groups": [{"group": g, "connector": name, "kind": "copy", "tasks": task_entries[g::n_groups]}
+        "groups": [{"group": g, "connector": name, "kind": "copy", "tasks": task_entries[g::n_groups],
+                    **({SPEC_KEY: spec} if spec is not None else {})}
                    for g in range(n_groups)],
     }
     log.info("copy %s: %d dataset(s), %d file(s): %d to copy (%d bytes), %d up to date, %d to delete; "
@@ -237,10 +242,14 @@ def _load_plan(url: str, options: dict) -> dict:
         return json.loads(f.read())
 
 
-def run_copy_task(task: Mapping[str, Any], *, progress: TaskProgress | None = None) -> dict[str, Any]:
+def run_copy_task(task: Mapping[str, Any], *, progress: TaskProgress | None = None,
+                  spec: CopySpec | None = None) -> dict[str, Any]:
     """Copy the work units of one task of a copy plan into staging. Returns the task result;
     a failure is reported in it, never raised. ``progress``: watches the files copied and the
-    source bytes done so far (units reused or failed included) once the units are loaded."""
+    source bytes done so far (units reused or failed included) once the units are loaded.
+    ``spec``: the group's :class:`~.spec.CopySpec`: its typed values are used, with the secrets the
+    task config holds (restored by the run step); ``None`` (a plan of an earlier version): the task
+    config is parsed."""
     from ..distcp.inflight import copy_units
     from .result import TaskStats
 
@@ -250,7 +259,8 @@ def run_copy_task(task: Mapping[str, Any], *, progress: TaskProgress | None = No
     datasets: dict[str, dict[str, int]] = {}
     failed: list[dict[str, str]] = []
     try:
-        values = copy_config.parse_copy_config({k: v for k, v in config.items() if k != PLAN_URL_KEY})
+        values = spec.values_with(config) if spec is not None else \
+            copy_config.parse_copy_config({k: v for k, v in config.items() if k != PLAN_URL_KEY})
         (src_fs, _), (tgt_fs, tgt_root) = _filesystems(values)
         units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
         staging = Staging(tgt_root, job=values["name"])
@@ -308,7 +318,9 @@ def publish_copy(plan: Mapping[str, Any], group_results: list[Mapping[str, Any]]
     from ..distcp.publish import Publisher
 
     raw = load_connector_config(raw_config)
-    values = copy_config.parse_copy_config(raw)
+    spec = spec_of_group(plan["groups"][0]) if plan.get("groups") else None
+    # the plan's typed config, with the secrets of the rendered one; a plan of an earlier version: parsed
+    values = spec.values_with(raw) if isinstance(spec, CopySpec) else copy_config.parse_copy_config(raw)
     _, (tgt_fs, tgt_root) = _filesystems(values)
     staging = Staging(tgt_root, job=values["name"])
     full = _load_plan(plan["plan_url"], _options(values.get("target.options")))

@@ -9,27 +9,27 @@ from . import connector_config
 from .jobs import job_of
 from .progress import task_progress
 from .result import group_result
-from .spec import ConnectorSpec, spec_of_group
+from .spec import ConnectorSpec, CopySpec, spec_of_group
 
 
 def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
              secrets: Mapping[str, Any] | None = None, *, listener: Callable[[dict], None] | None = None,
-             spec: ConnectorSpec | Mapping[str, Any] | None = None) -> dict:
+             spec: ConnectorSpec | CopySpec | Mapping[str, Any] | None = None) -> dict:
     """Run one task of a plan through its job (:func:`.jobs.job_of` ``kind``: source, sink, or copy).
     ``secrets`` (config keys -> values) replace the ``[hidden]`` values the plan carries: the one
     thing this step takes from the rendered config.
 
-    ``spec``: the group's :class:`~.spec.ConnectorSpec` (or its JSON, as ``group["spec"]`` holds it;
-    a Spark task gets it with its task config), whose typed settings and offsets' name the loops
-    read instead of parsing the task config again; ``None`` (a plan of an earlier version, a copy
-    job): they derive them from the task config.
+    ``spec``: the group's :class:`~.spec.ConnectorSpec` or :class:`~.spec.CopySpec` (or its JSON, as
+    ``group["spec"]`` holds it; a Spark task gets it with its task config), whose typed values the
+    loops and the copier read instead of parsing the task config again; ``None`` (a plan of an earlier
+    version): they derive them from the task config.
 
     When the runner asked for progress (``worker_props`` carry the run id of
     :class:`~.progress.GroupProgress`), the task publishes its progress while it runs: to
     ``listener`` (the runner is this process), else to the worker's status topic."""
     task = dict(task)
     task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
-    if spec is not None and not isinstance(spec, ConnectorSpec):
+    if spec is not None and not isinstance(spec, (ConnectorSpec, CopySpec)):
         spec = spec_of_group({"spec": spec})
     progress = task_progress(task, kind, worker_props, listener)
     result = None

@@ -49,7 +49,8 @@ class Job:
     def run_task(self, task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any],
                  progress=None, spec=None) -> dict[str, Any]:
         """Run one task (its secrets already restored); ``progress``: its reporter, or ``None``;
-        ``spec``: the group's :class:`~.spec.ConnectorSpec`, or ``None`` (none in the group, or a copy job)."""
+        ``spec``: the group's :class:`~.spec.ConnectorSpec` (a copy job's: :class:`~.spec.CopySpec`), or
+        ``None`` (a plan without one)."""
         raise NotImplementedError
 
     def secret_keys(self, raw: Mapping[str, Any]) -> set[str]:
@@ -118,8 +119,9 @@ class CopyJob(Job):
 
     def run_task(self, task, kind, worker_props, progress=None, spec=None):
         from .copy_job import run_copy_task
+        from .spec import CopySpec
 
-        return run_copy_task(task, progress=progress)
+        return run_copy_task(task, progress=progress, spec=spec if isinstance(spec, CopySpec) else None)
 
     def secret_keys(self, raw):
         from .copy_job import secret_keys

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -104,13 +105,69 @@ class ConnectorSpec:
             raise ValueError(f"incomplete {SPEC_FORMAT} spec: {type(e).__name__}: {e}") from None
 
 
-def spec_of_group(group: Mapping[str, Any]) -> ConnectorSpec | None:
-    """The spec a group of a plan carries, ``None`` when it carries none (a copy job's group, a plan of an
-    earlier version) or one this version cannot read: the caller then derives from the task configs."""
+COPY_SPEC_FORMAT = "copycat.copyspec/1"
+
+
+@dataclass(frozen=True)
+class CopySpec:
+    """A copy (Distcp) job's validated config: its typed values without the secret ones, which the run and
+    publish steps put back from the rendered config (:meth:`values_with`). Immutable, JSON-serialisable."""
+
+    name: str
+    secret_keys: tuple[str, ...]
+    """Config keys whose values are secrets, sorted; their values are not in :attr:`values`."""
+    values: Mapping[str, Any]
+    """Every other key as :func:`~airflow_copycat.distcp.config.parse_copy_config` typed it."""
+    kind: str = "copy"
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], secret_keys) -> "CopySpec | None":
+        """The spec of a parsed copy config (the planner's job); ``None`` when a value has no JSON form."""
+        keys = tuple(sorted(secret_keys))
+        kept = {k: v for k, v in values.items() if k not in keys}
+        try:
+            kept = json.loads(json.dumps(kept))
+        except (TypeError, ValueError):
+            return None
+        return cls(name=str(values["name"]), secret_keys=keys, values=kept)
+
+    def values_with(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The typed values with the secret ones taken from ``config`` (a rendered config, or a task config
+        whose secrets were restored) and typed as the copy config's definition types them; the rest of
+        ``config`` is not read."""
+        from ..distcp.config import COPY_CONFIG
+
+        given = {k: config[k] for k in self.secret_keys if config.get(k) not in (None, "")}
+        typed, _ = COPY_CONFIG._parse(given)  # only the secrets: the other keys' problems were the plan's
+        out = dict(self.values)
+        for k in self.secret_keys:
+            out[k] = typed[k] if k in typed else given.get(k)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": COPY_SPEC_FORMAT, "name": self.name, "kind": self.kind,
+                "secret_keys": list(self.secret_keys), "values": dict(self.values)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "CopySpec":
+        if doc.get("format") != COPY_SPEC_FORMAT:
+            raise ValueError(f"not a {COPY_SPEC_FORMAT} spec: format {doc.get('format')!r}")
+        try:
+            return cls(name=str(doc["name"]), secret_keys=tuple(doc["secret_keys"]), values=dict(doc["values"]))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"incomplete {COPY_SPEC_FORMAT} spec: {type(e).__name__}: {e}") from None
+
+
+def spec_of_group(group: Mapping[str, Any]) -> ConnectorSpec | CopySpec | None:
+    """The spec a group of a plan carries (a connector's or a copy job's), ``None`` when it carries none
+    (a plan of an earlier version) or one this version cannot read: the caller then derives from the
+    task configs."""
     doc = group.get(SPEC_KEY)
     if not isinstance(doc, Mapping):
         return None
-    try:
-        return ConnectorSpec.from_json(doc)
-    except ValueError:
-        return None
+    for kind in (ConnectorSpec, CopySpec):
+        try:
+            return kind.from_json(doc)
+        except ValueError:
+            continue
+    return None
