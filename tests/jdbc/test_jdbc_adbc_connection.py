@@ -30,10 +30,21 @@ def _backend_alive(engine, pid: int) -> bool:
 
 
 def test_ctrl_c_during_a_query_cancels_it_on_the_server(engine):
-    # Given a query that would run for a minute
+    # Given a query that would run for a minute (and Python's own Ctrl-C handler, which a test worker
+    # process may have replaced)
     conn = AdbcConnection(engine)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        interrupt = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        def interrupt_once_running() -> None:  # Ctrl-C once the server runs the query
+            for _ in range(600):
+                with engine.connect() as c:
+                    if c.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p AND state = 'active' "
+                                         "AND query LIKE '%pg_sleep%'"), {"p": conn.backend_pid}).scalar():
+                        break
+                threading.Event().wait(0.1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupt = threading.Thread(target=interrupt_once_running, daemon=True)
         interrupt.start()
 
         # When Ctrl-C arrives while the main thread waits for it
@@ -45,6 +56,7 @@ def test_ctrl_c_during_a_query_cancels_it_on_the_server(engine):
         assert "cancel" in str(caught.value).lower(), repr(caught.value)
         assert conn.alive()
     finally:
+        signal.signal(signal.SIGINT, previous)
         conn.close()
 
 
