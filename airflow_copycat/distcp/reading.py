@@ -146,6 +146,18 @@ def _message(e: BaseException, f: CopyableFile) -> str:
     return f"{f.origin}: {_describe(e)}"
 
 
+def record_failure(result: dict[str, Any], e: BaseException, reader, f: CopyableFile) -> bool:
+    """Fill a copy's ``result`` after it raised ``e``: the bytes its ``reader`` (or ``None``) had read,
+    and for a failure of the file (:func:`_is_failure`) ``status`` failed with the message naming it.
+    Returns ``False`` for anything else (a programming error, an interrupt): the caller re-raises it."""
+    if reader is not None:
+        result["bytes_read"] = reader.count
+    if not _is_failure(e) or not isinstance(e, Exception):
+        return False
+    result.update(status="failed", error=_message(e, f), bytes_written=0)
+    return True
+
+
 def _both_local(source_fs, target_fs) -> bool:
     """Whether the fast path (:mod:`.localcopy`) can copy between these filesystems: both the local disk."""
     return is_local(source_fs) and is_local(target_fs)

@@ -43,12 +43,11 @@ from .reading import (
     _both_local,
     _checksum_algorithm,
     _hashers,
-    _is_failure,
-    _message,
     _result,
     _SourceReader,
     _verify,
     parse_checksum,
+    record_failure,
 )
 from .streams import ConversionError, copy_stream, drain
 
@@ -128,11 +127,8 @@ def _copy_part(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: d
         if progress is not None:
             progress(n)
     except BaseException as e:
-        if reader is not None:
-            result["bytes_read"] = reader.count
-        if not _is_failure(e) or not isinstance(e, Exception):
+        if not record_failure(result, e, reader, f):
             raise
-        result.update(status="failed", error=_message(e, f), bytes_written=0)
     finally:
         attempt.discard()  # this attempt's temporaries only: parts other attempts staged stay
 
@@ -249,9 +245,8 @@ def finish_split(f: CopyableFile, target_fs, staging: Staging, config: dict, *, 
         result["bytes_written"] = total
         _rm_quietly(target_fs, posixpath.join(staging.file_dir(f), PARTS_DIR), recursive=True)
     except BaseException as e:
-        if not _is_failure(e) or not isinstance(e, Exception):
+        if not record_failure(result, e, None, f):
             raise
-        result.update(status="failed", error=_message(e, f), bytes_written=0)
     finally:
         attempt.discard()
     result["seconds"] = round(time.monotonic() - started, 3)

@@ -26,11 +26,10 @@ from .reading import (
     PROGRESS_EVERY,
     _both_local,
     _hashers,
-    _is_failure,
-    _message,
     _output_path,
     _SourceReader,
     _verify,
+    record_failure,
 )
 from .staged import FLAT_DONE_FORMAT, Session, data_name, flat_layout
 from .streams import ConversionError, drain
@@ -184,10 +183,7 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
         if progress is not None:
             progress(reader.count)
     except BaseException as e:
-        if reader is not None:
-            result["bytes_read"] = reader.count
-        if not _is_failure(e) or not isinstance(e, Exception):
+        if not record_failure(result, e, reader, f):
             raise
-        result.update(status="failed", error=_message(e, f), bytes_written=0)
     finally:
         attempt.discard()  # this attempt's temporaries only: what other attempts staged stays

@@ -35,6 +35,7 @@ before it is submitted), ``offsets-page.png`` (shop-orders' committed offsets). 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -79,51 +80,41 @@ def test_the_graph_shows_the_task_group_of_a_run_and_the_finish_xcom_its_summary
         summary = s.xcom(DAG_ID, run_id, FINISH_TASK)
         assert summary["status"] == "ok" and summary["records"] > 0, summary
         run_url = f"{s.url}/dags/{DAG_ID}/runs/{urllib.parse.quote(run_id, safe='')}"
-        with sync_playwright() as playwright:
-            browser = _browser(playwright)
-            page = _new_page(browser)
-            try:
-                _log_in(page, s.url, s.password)
+        with sync_playwright() as playwright, _page(playwright, tmp_path, "graph-xcom-failure.png") as page:
+            _log_in(page, s.url, s.password)
 
-                # Graph view, task groups expanded: the group and its three tasks, each succeeded
-                page.goto(run_url)
-                page.get_by_role("button", name="Show Graph (Press g)").click()
-                page.get_by_role("button", name="Expand all task groups").click()
-                group = page.locator(f".react-flow__node[data-id='{CONNECTOR}']")
-                for shown in (CONNECTOR, "Task Group", "success"):
-                    expect(group).to_contain_text(shown)
-                for task, operator in (("plan", "CopycatPlanOperator"), ("run", "CopycatRunTaskGroupOperator"),
-                                       ("finish", "CopycatFinishOperator")):
-                    node = page.locator(f".react-flow__node[data-id='{CONNECTOR}.{task}']")
-                    for shown in (task, operator, "success"):
-                        expect(node).to_contain_text(shown)
-                    expect(node).to_be_in_viewport()
-                _screenshot(page, "graph-task-group.png", tmp_path)
+            # Graph view, task groups expanded: the group and its three tasks, each succeeded
+            page.goto(run_url)
+            page.get_by_role("button", name="Show Graph (Press g)").click()
+            page.get_by_role("button", name="Expand all task groups").click()
+            group = page.locator(f".react-flow__node[data-id='{CONNECTOR}']")
+            for shown in (CONNECTOR, "Task Group", "success"):
+                expect(group).to_contain_text(shown)
+            for task, operator in (("plan", "CopycatPlanOperator"), ("run", "CopycatRunTaskGroupOperator"),
+                                   ("finish", "CopycatFinishOperator")):
+                node = page.locator(f".react-flow__node[data-id='{CONNECTOR}.{task}']")
+                for shown in (task, operator, "success"):
+                    expect(node).to_contain_text(shown)
+                expect(node).to_be_in_viewport()
+            _screenshot(page, "graph-task-group.png", tmp_path)
 
-                # The finish task's XCom tab: return_value is the run summary, as the REST API returns it. The
-                # editor renders the lines it shows only, and the keys come in the metadata database's order
-                # (PostgreSQL's JSONB: shorter keys first), so these are the keys of its first ~16 lines.
-                page.goto(f"{run_url}/tasks/{FINISH_TASK}/xcom")
-                page.get_by_role("button", name="Show Grid (Press g)").click()  # more room for the XCom table
-                expect(page.get_by_text(FINISH_TASK, exact=True).first).to_be_visible()
-                entry = page.get_by_role("row").filter(has_text="return_value")
-                expect(entry).to_be_visible()
-                page.get_by_role("button", name="Expand all extra JSON").click()
-                shown = ['"kind": "source"', '"status": "ok"', f'"plan_id": "{summary["plan_id"]}"',
-                         f'"records": {summary["records"]}', f'"bytes": {summary["bytes"]}', '"window": null']
-                shown += [f'"{topic}": {n}' for topic, n in summary["topics"].items()]
-                assert set(summary["topics"]) == set(TOPICS.values()), summary["topics"]
-                for text in shown:
-                    expect(entry).to_contain_text(text)
-                expect(entry).to_be_in_viewport()
-                _screenshot(page, "run-summary-xcom.png", tmp_path)
-            except BaseException:
-                shot = tmp_path / "graph-xcom-failure.png"
-                page.screenshot(path=str(shot), full_page=True)
-                print(f"screenshot of the page: {shot}")
-                raise
-            finally:
-                browser.close()
+            # The finish task's XCom tab: return_value is the run summary, as the REST API returns it. The
+            # editor renders the lines it shows only, and the keys come in the metadata database's order
+            # (PostgreSQL's JSONB: shorter keys first), so these are the keys of its first ~16 lines.
+            page.goto(f"{run_url}/tasks/{FINISH_TASK}/xcom")
+            page.get_by_role("button", name="Show Grid (Press g)").click()  # more room for the XCom table
+            expect(page.get_by_text(FINISH_TASK, exact=True).first).to_be_visible()
+            entry = page.get_by_role("row").filter(has_text="return_value")
+            expect(entry).to_be_visible()
+            page.get_by_role("button", name="Expand all extra JSON").click()
+            shown = ['"kind": "source"', '"status": "ok"', f'"plan_id": "{summary["plan_id"]}"',
+                     f'"records": {summary["records"]}', f'"bytes": {summary["bytes"]}', '"window": null']
+            shown += [f'"{topic}": {n}' for topic, n in summary["topics"].items()]
+            assert set(summary["topics"]) == set(TOPICS.values()), summary["topics"]
+            for text in shown:
+                expect(entry).to_contain_text(text)
+            expect(entry).to_be_in_viewport()
+            _screenshot(page, "run-summary-xcom.png", tmp_path)
 
 
 def test_backfill_through_rest_api_imports_its_hours_once_and_leaves_live_offsets(jdbc_airflow):
@@ -211,6 +202,24 @@ def _new_page(browser, viewport: dict = VIEWPORT):
     return page
 
 
+@contextlib.contextmanager
+def _page(playwright, tmp_path: Path, failure_shot: str, viewport: dict = VIEWPORT):
+    """A page of a fresh headless Chromium; if the block fails, a full-page screenshot ``failure_shot`` is
+    saved in ``tmp_path`` (its path printed) before the error goes on. The browser closes either way."""
+    browser = _browser(playwright)
+    try:
+        page = _new_page(browser, viewport)
+        try:
+            yield page
+        except BaseException:
+            shot = tmp_path / failure_shot
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"screenshot of the page: {shot}")
+            raise
+    finally:
+        browser.close()
+
+
 def _log_in(page, url: str, password: str) -> None:
     """Opens the DAG's page as ``admin``; the login page comes first."""
     page.goto(f"{url}/dags/{DAG_ID}")
@@ -293,18 +302,8 @@ def test_backfill_started_from_the_ui_imports_its_hours(jdbc_airflow, tmp_path: 
                     for t in TOPICS}
         assert expected["orders"], expected
 
-        with sync_playwright() as playwright:
-            browser = _browser(playwright)
-            page = _new_page(browser)
-            try:
-                _start_backfill_in_ui(page, s.url, s.password, hours[0], hours[-1], len(hours), tmp_path)
-            except BaseException:
-                shot = tmp_path / "backfill-ui-failure.png"
-                page.screenshot(path=str(shot), full_page=True)
-                print(f"screenshot of the page: {shot}")
-                raise
-            finally:
-                browser.close()
+        with sync_playwright() as playwright, _page(playwright, tmp_path, "backfill-ui-failure.png") as page:
+            _start_backfill_in_ui(page, s.url, s.password, hours[0], hours[-1], len(hours), tmp_path)
 
         # the REST API shows the backfill the UI created, and its runs complete
         backfills = s.api("GET", "/backfills", params={"dag_id": DAG_ID})["backfills"]
@@ -351,9 +350,7 @@ def test_the_offsets_page_shows_and_resets_offsets_with_the_runs_guard(jdbc_airf
         store = KafkaOffsetStore(WorkerConfig({"bootstrap.servers": airflow.bootstrap,
                                                "offset.storage.topic": airflow.offset_topic}))
         s.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": True})  # a run triggered now stays queued
-        with sync_playwright() as playwright:
-            browser = _browser(playwright)
-            page = _new_page(browser, OFFSETS_VIEWPORT)
+        with sync_playwright() as playwright, _page(playwright, tmp_path, "offsets-page-failure.png", OFFSETS_VIEWPORT) as page:
             try:
                 _log_in(page, s.url, s.password)
 
@@ -389,13 +386,7 @@ def test_the_offsets_page_shows_and_resets_offsets_with_the_runs_guard(jdbc_airf
                     f"before {compact_json(original)}, after {compact_json(new)} (read back from")
                 expect(row.locator("code.offset")).to_have_text(compact_json(new))
                 assert airflow.offsets()[CONNECTOR][_key(partition)]["offset"] == new
-            except BaseException:
-                shot = tmp_path / "offsets-page-failure.png"
-                page.screenshot(path=str(shot), full_page=True)
-                print(f"screenshot of the page: {shot}")
-                raise
             finally:
-                browser.close()
                 store.write(CONNECTOR, [(partition, original)])  # as the live run left it
                 store.close()
                 s.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
