@@ -390,3 +390,40 @@ def test_two_sinks_upserting_the_same_keys_at_once_both_finish_and_last_writes_w
     assert set(rows) == keys
     for key in keys - {0}:
         assert rows[key] in {last[0].get(key), last[1].get(key)}, key
+
+
+def test_tasks_starting_at_once_on_a_fresh_database_all_start_and_write(db, sink):
+    """Every task of a new connector makes the offsets table (and auto.create the target table) when it
+    is missing: tasks starting at the same moment must not fail each other (PostgreSQL's CREATE TABLE IF
+    NOT EXISTS is not safe against a concurrent CREATE of the same name)."""
+    import threading
+
+    offsets = f"offsets_{uuid.uuid4().hex[:8]}"
+    opts = {"insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "copycat.offsets.table": offsets}
+    first = sink(**opts)
+    sinks = [first] + [sink(table=first.table, name=f"{first.raw['name']}-{w}", **opts) for w in range(1, 6)]
+    barrier, errors = threading.Barrier(len(sinks)), []
+
+    def run(w: int) -> None:
+        try:
+            barrier.wait(30)
+            sinks[w].start()
+            sinks[w].put([rec(0, {"id": w, "name": f"w{w}", "qty": w}, key=k(w), topic=first.table)])
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    try:
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(len(sinks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        assert first.rows() == [(w, f"w{w}", w) for w in range(len(sinks))]
+        with db.engine.connect() as conn:
+            q = "`" if db.kind == "mariadb" else '"'
+            assert conn.execute(sa.text(f"SELECT COUNT(*) FROM {q}{offsets}{q}")).scalar() == len(sinks)
+    finally:
+        with db.engine.begin() as conn:
+            q = "`" if db.kind == "mariadb" else '"'
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}{offsets}{q}"))

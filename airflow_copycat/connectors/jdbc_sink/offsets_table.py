@@ -10,7 +10,7 @@ task (a zombie Spark task, a retried Airflow task) that wrote in between makes
 the other's transaction fail, whole, instead of writing the rows twice.
 
 The table is created when missing (``copycat.offsets.table``, default
-``copycat_sink_offsets``). Dropping it re-copies the topics from their start.
+``copycat_sink_offsets``), also by tasks starting at the same moment. Dropping it re-copies the topics from their start.
 """
 
 from __future__ import annotations
@@ -40,8 +40,17 @@ class OffsetsTable:
         text = "VARCHAR(255)"
         ddl = (f"CREATE TABLE IF NOT EXISTS {self._t} ({c} {text} NOT NULL, {t} {text} NOT NULL, {p} INTEGER NOT NULL, "
                f"{o} BIGINT NOT NULL, PRIMARY KEY ({c}, {t}, {p}))")
-        with self.engine.begin() as conn:
-            conn.exec_driver_sql(ddl)
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(ddl)
+        except sa.exc.DBAPIError:
+            # PostgreSQL's IF NOT EXISTS is not safe against a concurrent CREATE: another task of this
+            # connector (starting at the same moment on a fresh database) made it first -- fine if it is there
+            schema, _, table = self.name.rpartition(".")
+            if not self.dialect.quote and self.dialect.name == "postgresql":
+                table = table.lower()  # as PostgreSQL folds an unquoted name
+            if not sa.inspect(self.engine).has_table(table, schema=schema or None):
+                raise
 
     def read(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The committed next offset of each of ``partitions`` that has one."""
