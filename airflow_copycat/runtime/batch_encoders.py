@@ -20,9 +20,13 @@ How each converter is done:
   whose Java text is plain (``1e-3 <= |x| < 1e7``) take Arrow's shortest digits
   plus Java's ``.0``, others the converter's own function; decimals become base64
   of their minimal two's-complement bytes with numpy (``NUMERIC`` up to scale 6
-  as Arrow's text). Structs, arrays, maps and bytes are written value by value by
-  the converter's own ``_to_json``. A null in a required field without a default,
-  or a value the converter refuses, makes its row a fallback row.
+  as Arrow's text). A nested struct (an Arrow struct with a child named as each
+  of its fields) is done as the root struct, recursively: its fields' texts joined
+  with its member names. Arrays, maps and bytes (and a struct column of another
+  shape) are written value by value by the converter's own ``_to_json``.
+  A null in a required field without a default, or a value the converter refuses,
+  makes its row a fallback row (not a null parent struct's children: a child's
+  value under a null parent is not part of the record).
 * **StringConverter** (UTF-8): a string column as it is.
 * **ByteArrayConverter**: a binary column as it is.
 * **AvroConverter**: :mod:`.batch_avro`.
@@ -154,26 +158,49 @@ class _JsonBatchEncoder(BatchEncoder):
             return Encoded(pa.nulls(n, pa.string()), [])
         slow = np.zeros(n, dtype=bool)
         if schema.type is Type.STRUCT:
-            parts: list[Any] = []
-            for i, f in enumerate(schema.fields):
-                text = self._column(f.schema, _combined(columns.column(i)), slow, f"{conv._root}.{f.name}")
-                if text is None:
-                    return None
-                parts += [("{" if i == 0 else ",") + _quote(f.name) + ":", text]
-            if not parts:
-                parts = ["{"]
-            parts.append("}")
-            payload = _join(*parts) if any(not isinstance(p, str) for p in parts) else \
-                pa.array(["".join(parts)] * n, pa.large_string())
+            children = [_combined(columns.column(i)) for i in range(len(schema.fields))]
+            payload = self._struct(schema, children, n, slow, conv._root)
         else:
             payload = self._column(schema, _combined(columns), slow, conv._root)
-            if payload is None:
-                return None
+        if payload is None:
+            return None
         if conv.schemas_enable:
             payload = _join('{"schema":' + conv.as_json_schema(schema) + ',"payload":', payload, "}")
         return Encoded(payload, np.flatnonzero(slow).tolist())
 
     # ---- one column -> its JSON text (a string array without nulls where the row is not slow)
+
+    def _struct(self, schema: Schema, children: list, n: int, slow: np.ndarray, path: str) -> pa.Array | None:
+        """The ``n`` rows of a struct's JSON text from ``children`` (its fields' arrays, in the
+        schema's order): each field's text joined with the constant member names; ``{}`` per row
+        for a struct without fields. ``None`` when a field cannot be done in columns."""
+        parts: list[Any] = []
+        for i, (f, child) in enumerate(zip(schema.fields, children)):
+            text = self._column(f.schema, child, slow, f"{path}.{f.name}")
+            if text is None:
+                return None
+            parts += [("{" if i == 0 else ",") + _quote(f.name) + ":", text]
+        if not parts:
+            return pa.array(["{}"] * n, pa.large_string())
+        return _join(*parts, "}")
+
+    def _nested(self, schema: Schema, arr: pa.StructArray, slow: np.ndarray, path: str) -> pa.Array | None:
+        """A nested struct column by :meth:`_struct`, from the StructArray's child of each field's
+        name (other children ignored): only the rows where the parent is not null can be fallback
+        rows because of its children. ``None`` (``slow`` untouched) when a field has no child of its
+        name (or several) or cannot be done in columns."""
+        index = [arr.type.get_field_index(f.name) for f in schema.fields]
+        if -1 in index:
+            return None
+        # field(i) is the child sliced as the parent (offset, length) but not masked by its nulls
+        children_slow = np.zeros(len(arr), dtype=bool)
+        text = self._struct(schema, [arr.field(i) for i in index], len(arr), children_slow, path)
+        if text is None:
+            return None
+        if arr.null_count:
+            children_slow &= _mask(arr.is_valid())
+        slow |= children_slow
+        return text
 
     def _column(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:
         text = self._values(schema, arr, slow, path)
@@ -182,16 +209,23 @@ class _JsonBatchEncoder(BatchEncoder):
         if text.type != pa.large_string():
             text = text.cast(pa.large_string())
         if arr.null_count:
-            conv = self.converter
-            if schema.default is not None and conv.replace_null_with_default:
-                fill = conv._to_json(schema, schema.default, path)
-            elif schema.optional:
-                fill = "null"
-            else:  # a null for a required field: the per-record path raises the converter's error
-                slow |= _mask(arr.is_null())
-                fill = "null"
-            text = pc.if_else(arr.is_null(), pa.scalar(fill, text.type), text)
+            text = pc.if_else(arr.is_null(), pa.scalar(self._null_text(schema, arr, slow, path), text.type), text)
         return text
+
+    def _null_text(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> str:
+        """The text of a null of ``schema``: its default's (``replace.null.with.default``) or ``null``. A null
+        for a required field without a default, or with a default the converter refuses (a Struct default
+        of another schema), makes its row slow: the per-record path raises the converter's error."""
+        conv = self.converter
+        if schema.default is not None and conv.replace_null_with_default:
+            try:
+                return conv._to_json(schema, schema.default, path)
+            except DataException:
+                pass
+        elif schema.optional:
+            return "null"
+        slow |= _mask(arr.is_null())
+        return "null"
 
     def _values(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:
         t, name, at = schema.type, schema.name, arr.type
@@ -216,7 +250,11 @@ class _JsonBatchEncoder(BatchEncoder):
             want = pa.float64() if t is Type.FLOAT64 else pa.float32()
             return _java_floats(arr, _java_double_json if t is Type.FLOAT64 else _java_float_json) \
                 if at == want else None
-        # bytes, structs, arrays, maps: the converter's own code, value by value
+        if t is Type.STRUCT and isinstance(arr, pa.StructArray):
+            text = self._nested(schema, arr, slow, path)
+            if text is not None:
+                return text
+        # bytes, arrays, maps, structs not done in columns: the converter's own code, value by value
         return self._python(schema, arr, slow, path)
 
     def _python(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:

@@ -79,25 +79,48 @@ KINDS = _scalar_kinds()
 
 
 @st.composite
+def _fields(draw, n: int, name: str, depth: int = 0):
+    """(kind, Connect schema, Arrow array of ``n`` rows) of one generated field: a kind of KINDS or (one in
+    four, nested twice at most) a struct of 1-3 such fields, its Arrow children sometimes in another
+    order or with a child the schema does not have; optional or not, some with a null although
+    required (a row the converter refuses). A null struct keeps its children's drawn values."""
+    optional = draw(st.booleans())
+    nulls_allowed = optional or draw(st.integers(0, 9)) == 0
+    nulls = [nulls_allowed and draw(st.integers(0, 4)) == 0 for _ in range(n)]
+    if depth < 2 and draw(st.integers(0, 3)) == 0:
+        b = SchemaBuilder.struct().name("gen." + name.replace(".", "_"))
+        children = {}
+        for j in range(draw(st.integers(1, 3))):
+            kind, child_schema, child = draw(_fields(n, f"{name}.g{j}", depth + 1))
+            b = b.field(f"g{j}_{kind}", child_schema)
+            children[f"g{j}_{kind}"] = child
+        if draw(st.booleans()):
+            children = dict(reversed(children.items()))
+        if draw(st.booleans()):
+            children["extra"] = pa.array(range(n), pa.int64())
+        kind = "struct"
+        column = pa.StructArray.from_arrays(list(children.values()), names=list(children),
+                                            mask=pa.array(nulls, pa.bool_()))
+    else:
+        kind, builder, arrow_type, values = KINDS[draw(st.sampled_from(range(len(KINDS))))]
+        b = builder()
+        column = pa.array([None if null else draw(values) for null in nulls], arrow_type)
+    return kind, (b.optional() if optional else b).build(), column
+
+
+@st.composite
 def batches(draw):
-    """A batch of a struct schema of 1-6 fields of random kinds, some optional, some with defaults
-    (and, rarely, a null in a required field: a row the converter refuses)."""
-    picked = draw(st.lists(st.sampled_from(range(len(KINDS))), min_size=1, max_size=6))
+    """A batch of a struct schema of 1-6 fields of random kinds (nested structs among them), some
+    optional (and, rarely, a null in a required field: a row the converter refuses)."""
+    count = draw(st.integers(1, 6))
     n = draw(st.integers(0, 25))
     schema = SchemaBuilder.struct().name("gen.Row")
     columns = {}
-    for i, k in enumerate(picked):
-        _, builder, arrow_type, values = KINDS[k]
-        b = builder()
-        optional = draw(st.booleans())
-        if optional:
-            b = b.optional()
-        field_schema = b.build()
-        nulls_allowed = optional or draw(st.integers(0, 9)) == 0
-        column = [None if nulls_allowed and draw(st.integers(0, 4)) == 0 else draw(values) for _ in range(n)]
-        name = f"f{i}_{KINDS[k][0]}"
+    for i in range(count):
+        kind, field_schema, column = draw(_fields(n, f"f{i}"))
+        name = f"f{i}_{kind}"
         schema = schema.field(name, field_schema)
-        columns[name] = pa.array(column, arrow_type)
+        columns[name] = column
     value_schema = schema.build()
     table = pa.table(columns) if columns else pa.table({})
     key_field = draw(st.sampled_from([None, *columns]))
@@ -146,6 +169,25 @@ def test_a_default_fills_a_null_as_the_converter_does():
         conv = JsonConverter()
         conv.configure({"schemas.enable": False, "replace.null.with.default": replace}, False)
         _check(conv, batch, False)
+
+
+def test_a_default_the_converter_refuses_leaves_the_null_rows_to_the_record_path():
+    # a Struct default made with the schema before the default was set: not the field's schema (which carries
+    # the default), so the converter refuses to write it
+    from airflow_copycat.connect.data import Struct
+
+    inner = SchemaBuilder.struct().field("a", Schema.INT32).optional().build()
+    field = inner.copy(default=Struct(inner, {"a": 1}))
+    schema = SchemaBuilder.struct().field("id", Schema.INT32).field("s", field).build()
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int32()),
+                     "s": pa.array([None, {"a": 5}, None], pa.struct([pa.field("a", pa.int32())]))})
+    batch = SourceBatch("t", data, schema, {"p": 1}, {"o": 3})
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": False, "replace.null.with.default": True}, False)
+    encoded = batch_encoder(conv).encode(batch, *side_columns(batch, False))
+    assert encoded.slow == [0, 2]  # refused by the converter too: the record path dead-letters or fails them
+    assert encoded.data[1].as_py() == '{"id":2,"s":{"a":5}}'
+    _check(conv, batch, False)
 
 
 @settings(max_examples=100, deadline=None)
@@ -201,8 +243,8 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
                        {"embedded.schema.format": layout}, is_key)
         schema, columns = side_columns(batch, is_key)
         encoded = batch_encoder(conv).encode(batch, schema, columns)
-        if encoded is None:  # a field type not done in columns (a map, an array): row by row, as before
-            assert any(f.schema.type in (Type.ARRAY, Type.MAP) for f in schema.fields), schema
+        if encoded is None:  # a field type not done in columns (a map, an array, a record): row by row, as before
+            assert any(f.schema.type in (Type.ARRAY, Type.MAP, Type.STRUCT) for f in schema.fields), schema
             continue
         fast = encoded.data.to_pylist()
         for i, record in enumerate(batch.to_records()):
@@ -228,3 +270,153 @@ def test_non_finite_and_exponent_floats_are_javas_text():
     assert encoded.data.to_pylist() == ['{"x":"NaN"}', '{"x":"Infinity"}', '{"x":"-Infinity"}', '{"x":1.0E7}',
                                         '{"x":1.0E-4}', '{"x":1.0E23}', '{"x":-0.0}', '{"x":123.0}']
     assert Type.FLOAT64 is schema.field("x").schema.type
+
+
+# ---- nested structs: in columns, not value by value
+
+
+def _encode_counting(conv: JsonConverter, batch: SourceBatch, columns=None):
+    """The value side of ``batch`` encoded (``columns``: its data, by default the batch's own) and the
+    paths of the struct values the converter's ``_to_json`` wrote meanwhile, one by one."""
+    schema, side = side_columns(batch, False)
+    written, to_json = [], conv._to_json
+
+    def counting(s, value, path):
+        if s is not None and s.type is Type.STRUCT and value is not None:
+            written.append(path)
+        return to_json(s, value, path)
+
+    conv._to_json = counting
+    try:
+        return batch_encoder(conv).encode(batch, schema, side if columns is None else columns), written
+    finally:
+        del conv._to_json
+
+
+def _same_as_records(conv: JsonConverter, batch: SourceBatch, encoded) -> list[int]:
+    """Asserts every row the converter writes has its bytes and is not a fallback row, and every row it
+    refuses is one; returns the refused rows."""
+    refused, fast = [], encoded.data.to_pylist()
+    for i, record in enumerate(batch.to_records()):
+        try:
+            want = conv.from_connect_data(batch.topic, record.value_schema, record.value)
+        except Exception:  # noqa: BLE001 -- the converter's refusal, whatever it is
+            refused.append(i)
+            continue
+        assert fast[i].encode() == want, f"row {i}: {fast[i]!r} != {want!r}"
+    assert encoded.slow == refused
+    return refused
+
+
+def _struct_column(children: dict, nulls: list[bool]) -> pa.StructArray:
+    return pa.StructArray.from_arrays(list(children.values()), names=list(children), mask=pa.array(nulls, pa.bool_()))
+
+
+def _nested_batch(n: int = 60) -> SourceBatch:
+    """Two nested structs (one nested twice, optional and null in some rows, with a required child null
+    under those) of fields done in columns, with the values the fast paths treat apart: escapes and
+    characters beyond U+FFFF, exponent floats, negative decimals and timestamps before 1970."""
+    texts = ['plain', 'q"uote\\', 'line\nbreak\t', 'ctl\x01', 'emoji😀', '', 'é€']
+    floats = [0.5, -1e-4, 3.5e9, 1e7, -0.0, 123.0, float("nan")]
+    utc = dt.datetime(1969, 12, 31, 23, 59, 59, 999_500, tzinfo=UTC)
+    b_schema = (SchemaBuilder.struct().name("n.B").field("x", Schema.OPTIONAL_INT64).field("when", Date.builder())
+                .field("ok", Schema.OPTIONAL_BOOLEAN).field("y", Schema.FLOAT64).optional().build())
+    a_schema = (SchemaBuilder.struct().name("n.A").field("i", Schema.INT32).field("s", Schema.OPTIONAL_STRING)
+                .field("d", Decimal.builder(2)).field("f", Schema.OPTIONAL_FLOAT32).field("t", Timestamp.builder())
+                .field("b", b_schema).optional().build())
+    c_schema = (SchemaBuilder.struct().name("n.C").field("name", Schema.STRING).field("at", Time.builder().optional())
+                .build())
+    schema = (SchemaBuilder.struct().name("n.Row").field("id", Schema.INT64).field("a", a_schema)
+              .field("c", c_schema).field("empty", SchemaBuilder.struct().optional()).build())
+    a_null = [i % 7 == 3 for i in range(n)]
+    b_null = [i % 5 == 1 for i in range(n)]
+    b = _struct_column({
+        "y": pa.array([None if b_null[i] else floats[i % 7] for i in range(n)], pa.float64()),  # another order
+        "x": pa.array([None if i % 3 == 0 else -(2**62) + i for i in range(n)], pa.int64()),
+        "when": pa.array([None if b_null[i] else dt.date(1, 1, 1) + dt.timedelta(days=i * 12_345) for i in range(n)]),
+        "ok": pa.array([None if i % 4 == 0 else i % 2 == 0 for i in range(n)]),
+        "unused": pa.array([f"not in the schema {i}" for i in range(n)]),
+    }, b_null)
+    a = _struct_column({
+        "i": pa.array([None if a_null[i] else i * 1_000_003 - 2**31 // 3 for i in range(n)], pa.int32()),
+        "s": pa.array([None if i % 6 == 0 else texts[i % 7] for i in range(n)]),
+        "d": pa.array([None if a_null[i] else decimal.Decimal(-(10**9) + i * 123_457).scaleb(-2) for i in range(n)],
+                      pa.decimal128(12, 2)),
+        "f": pa.array([None if i % 5 == 0 else _f32(floats[i % 7]) for i in range(n)], pa.float32()),
+        "t": pa.array([None if a_null[i] else utc + dt.timedelta(microseconds=i * 333_333) for i in range(n)],
+                      pa.timestamp("us", tz="UTC")),
+        "b": b,
+    }, a_null)
+    c = _struct_column({"name": pa.array([texts[i % 7] + str(i) for i in range(n)]),
+                        "at": pa.array([None if i % 2 else dt.time(i % 24, i, i, i * 1_001) for i in range(n)])},
+                       [False] * n)
+    empty = pa.array([None if i % 9 == 0 else {} for i in range(n)], pa.struct([]))
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "a": a, "c": c, "empty": empty})
+    return SourceBatch("t", table, schema, {"p": 1}, {"o": n})
+
+
+@pytest.mark.parametrize("schemas_enable", [True, False])
+@pytest.mark.parametrize("decimal_format", ["BASE64", "NUMERIC"])
+def test_nested_structs_are_encoded_in_columns(schemas_enable, decimal_format):
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": schemas_enable, "decimal.format": decimal_format}, False)
+    batch = _nested_batch()
+    encoded, written = _encode_counting(conv, batch)
+    assert written == [], "struct values written one by one by the converter"
+    assert _same_as_records(conv, batch, encoded) == []
+    assert '"a":null' in encoded.data[3].as_py() and '"b":null' in encoded.data[1].as_py()
+    assert '"empty":{}' in encoded.data[1].as_py() and '"empty":null' in encoded.data[0].as_py()
+
+
+def test_a_null_struct_is_the_converters_and_not_its_childrens():
+    """A null struct is written as any null (``null`` when optional, the converter's error when
+    required); a required child null under it is no error, at any depth."""
+    inner = SchemaBuilder.struct().name("n.I").field("x", Schema.INT32).build()
+    rows = 4  # 0: values; 1: the struct null, its children too; 2: a required child null; 3: the struct null
+    x = pa.array([1, None, None, 5], pa.int32())
+    p_arr = _struct_column({"x": x, "s": pa.array(["a", None, "c", "d"])}, [False, True, False, True])
+    # q: {inner: {x}} with q null in row 1 (inner and x null there too), inner null (required) in row 3
+    q_arr = _struct_column({"inner": _struct_column({"x": pa.array([1, None, 3, None], pa.int32())},
+                                                    [False, True, False, True])}, [False, True, False, False])
+    for optional, slow in ((True, [2, 3]), (False, [1, 2, 3])):
+        p = SchemaBuilder.struct().name("n.P").field("x", Schema.INT32).field("s", Schema.STRING)
+        q = SchemaBuilder.struct().name("n.Q").field("inner", inner)
+        schema = (SchemaBuilder.struct().field("p", p.optional() if optional else p)
+                  .field("q", q.optional()).build())
+        batch = SourceBatch("t", pa.table({"p": p_arr, "q": q_arr}), schema, {"p": 1}, {"o": rows})
+        for replace in (True, False):
+            conv = JsonConverter()
+            conv.configure({"schemas.enable": False, "replace.null.with.default": replace}, False)
+            encoded, written = _encode_counting(conv, batch)
+            assert written == []
+            assert _same_as_records(conv, batch, encoded) == slow
+            if optional:
+                assert encoded.data[1].as_py() == '{"p":null,"q":null}'
+
+
+def test_a_sliced_batch_of_nested_structs():
+    """A slice of a batch (and of its Arrow data: children read from the parent's offset)."""
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": False}, False)
+    whole = _nested_batch()
+    # a required struct null in some rows: the converter's refusals, which must fall on the slice's rows
+    b_schema = SchemaBuilder.struct().name("n.R").field("v", Schema.STRING).build()
+    r = _struct_column({"v": pa.array([None if i % 11 == 4 else str(i) for i in range(60)])},
+                       [i % 11 == 4 or i % 13 == 0 for i in range(60)])
+    builder = SchemaBuilder.struct().name("n.Row")
+    for f in whole.value_schema.fields:
+        builder = builder.field(f.name, f.schema)
+    schema = builder.field("r", b_schema).build()
+    table = whole.data.append_column("r", r)
+    batch = SourceBatch("t", table.slice(7, 40), schema, {"p": 1}, {"o": 47})
+    encoded, written = _encode_counting(conv, batch)
+    assert written == []
+    refused = _same_as_records(conv, batch, encoded)
+    assert refused == [i - 7 for i in range(7, 47) if i % 11 == 4 or i % 13 == 0]
+    # the same rows from arrays that keep their offsets (a Table's columns are combined from 0)
+    columns = pa.RecordBatch.from_pydict({f.name: table.column(f.name).combine_chunks() for f in schema.fields}) \
+        .slice(7, 40)
+    assert columns.column(1).offset == 7 and columns.column(1).field(5).offset == 7
+    sliced, written = _encode_counting(conv, batch, columns)
+    assert written == [] and sliced.slow == encoded.slow
+    assert sliced.data.to_pylist() == encoded.data.to_pylist()
