@@ -48,6 +48,11 @@ What a batch may contain:
   ``source_offset``.
 * ``timestamp`` (epoch ms for every row, or ``None``) and ``headers`` (the same
   ``(name, bytes)`` pairs for every row), as a record's.
+* ``tombstones``: the indexes (ascending) of rows whose value is null -- a
+  tombstone, a record without value schema or value, as a change stream sends
+  after a delete. Their key is the row's as for any row; their value columns
+  are ignored (nulls, usually). A batch holding tombstones is transformed record
+  by record when the connector has transforms.
 
 A batch must not: mix partitions (return one batch per partition), change
 ``data`` after it was returned (the framework may read it after the next
@@ -86,6 +91,7 @@ class SourceBatch:
     timestamp: int | None = None
     headers: tuple = ()
     kafka_partition: int | None = None
+    tombstones: Sequence[int] = ()
     sequence: int = field(default_factory=next_sequence, compare=False, repr=False)
     """When the task made this batch relative to its records and reported errors (as a record's)."""
 
@@ -105,6 +111,10 @@ class SourceBatch:
                                     f"record cannot carry: cast them to unit 'us'")
         if self.key_fields and (self.key_schema is None or self.key_schema.type is not Type.STRUCT):
             raise DataException(f"batch for topic {self.topic}: key_fields need a struct key_schema")
+        if self.tombstones and not (0 <= self.tombstones[0] and self.tombstones[-1] < self.data.num_rows and
+                                    all(a < b for a, b in zip(self.tombstones, self.tombstones[1:]))):
+            raise DataException(f"batch for topic {self.topic}: tombstones must be ascending row indexes "
+                                f"below {self.data.num_rows}")
         if self.row_offsets is not None and len(self.row_offsets) != self.data.num_rows:
             raise DataException(f"batch for topic {self.topic}: {len(self.row_offsets)} row offsets for "
                                 f"{self.data.num_rows} rows")
@@ -138,13 +148,16 @@ class SourceBatch:
             key_columns = _values(table.column(KEY_COLUMN), self.key_schema)
         else:
             key_columns = None
+        tombstones = set(self.tombstones)
         out = []
         for n, i in enumerate(index):
+            tombstone = i in tombstones
             out.append(SourceRecord(
                 topic=self.topic, kafka_partition=self.kafka_partition,
                 key_schema=self.key_schema if key_columns is not None else None,
                 key=None if key_columns is None else key_columns[n],
-                value_schema=self.value_schema, value=values[n], timestamp=self.timestamp,
+                value_schema=None if tombstone else self.value_schema, value=None if tombstone else values[n],
+                timestamp=self.timestamp,
                 headers=self.headers, source_partition=self.source_partition, source_offset=self.offset_of(i)))
         return out
 

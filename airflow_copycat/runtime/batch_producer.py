@@ -9,6 +9,8 @@ returns, on the task's thread. What it guarantees:
   batch when a transform cannot run on it or a converter has no batch encoder --
   goes through the per-record step (``send_record``) with its record from the
   original batch: same transforms, same errors, same dead letters.
+* A batch's tombstone rows (``tombstones``) are produced with their key and a null
+  value; a batch holding tombstones goes through transforms as records.
 * Rows are produced in batch order; a row Kafka refuses before queuing it (too
   large) is dead-lettered as the per-record path does; a fatal producer error
   raises (the loop commits nothing past the last acknowledged record).
@@ -104,7 +106,8 @@ class BatchProducer:
         produced here, their key+value bytes, rows a Filter dropped here)."""
         batch = original
         if self.columnar and self.chain is not None and len(original):
-            batch = apply_chain(self.chain, original)
+            # transforms see a tombstone as a record (a null value); a batch holding one goes record by record
+            batch = apply_chain(self.chain, original) if not original.tombstones else None
         if not self.columnar or batch is None or not len(original):
             for record in original.to_records():
                 send_record(record)
@@ -119,7 +122,11 @@ class BatchProducer:
             return original.topic, 0, 0, 0
         ensure_topic(batch.topic)
         values, keys = byte_list(value.data), byte_list(key.data)
-        slow = sorted(set(value.slow) | set(key.slow))
+        value_slow = set(value.slow)
+        for i in batch.tombstones:  # no value: whatever its columns hold (nulls) is not encoded
+            values[i] = None
+            value_slow.discard(i)
+        slow = sorted(value_slow | set(key.slow))
         base = produce_options(batch)
         topic, producer = batch.topic, self.producer
         produced = nbytes = 0

@@ -93,6 +93,24 @@ def test_batches_write_what_their_records_write(worker_props, kafka_bootstrap, u
         (rt["status"], rt["records"], rt["errors"], rt["dead_lettered"]) == ("ok", 429, 71, 71)
 
 
+@pytest.mark.parametrize("transforms", [False, True])
+def test_tombstone_rows_write_what_tombstone_records_write(worker_props, kafka_bootstrap, unique, transforms):
+    # Given batches where every 5th row is a tombstone (its key, no value), and every 7th row refused
+    extra = {"tombstone.every": 5, "bad.every": 7, "errors.tolerance": "all"}
+    if transforms:  # a batch holding tombstones goes through transforms as records
+        extra.update({"transforms": "insert", "transforms.insert.static.field": "origin",
+                      "transforms.insert.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+                      "transforms.insert.static.value": "gen"})
+    out = _both(worker_props, kafka_bootstrap, unique, extra)
+    (rt, rm, _, ro), (bt, bm, _, bo) = out["records"], out["batches"]
+    # Then Kafka holds the same records, the tombstones with their keys and null values
+    tombstones = [m for m in bm if m[2] is None]
+    assert rm == bm and len(tombstones) == 100 and all(m[1] for m in tombstones)
+    # (a tombstone's value is not converted, so a row both refused and a tombstone is sent: 100 - 14 refused rows)
+    assert len(bm) == 500 - (500 // 7 - 500 // 35)
+    assert ro == bo and (bt["records"], bt["errors"]) == (rt["records"], rt["errors"])
+
+
 def test_a_dead_letter_of_a_batch_row_names_its_own_row(worker_props, kafka_bootstrap, unique):
     # Given batches with a refused row, tolerated into a dead-letter topic with context headers
     extra = {"bad.every": 100, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "set per run",

@@ -4,7 +4,8 @@
 Config: ``topic``, ``rows`` (how many), ``batch.rows`` (rows per poll), ``emit`` (``batches`` or
 ``records``: the records are the batches' ``to_records()``), ``seed``, ``bad.every`` (every k-th
 row has a null in the required field ``qty``: a row the JsonConverter refuses; 0 = none),
-``row.offsets`` (false: batches carry only the offset after their last row). One
+``row.offsets`` (false: batches carry only the offset after their last row), ``tombstone.every`` (every
+k-th row is a tombstone: its key, a null value; 0 = none). One
 source partition ``{"rows": <name>}``; the offset after row ``i`` is ``{"row": i + 1}``.
 """
 
@@ -64,7 +65,7 @@ class GeneratedRowsSource(SourceConnector):
     config_def = (ConfigDef().define("topic", ConfigType.STRING, "").define("rows", ConfigType.INT, 100)
                   .define("batch.rows", ConfigType.INT, 40).define("emit", ConfigType.STRING, "batches")
                   .define("seed", ConfigType.INT, 1).define("bad.every", ConfigType.INT, 0)
-                  .define("row.offsets", ConfigType.BOOLEAN, True))
+                  .define("row.offsets", ConfigType.BOOLEAN, True).define("tombstone.every", ConfigType.INT, 0))
 
     def partitions(self):
         return [{"rows": str(self.config["name"])}]
@@ -81,7 +82,7 @@ class GeneratedRowsTask(SourceTask):
         values = GeneratedRowsSource.config_def.parse(config)
         self.partition = {"rows": str(config["name"])}
         self.topic, self.size, self.emit = values["topic"], values["batch.rows"], values["emit"]
-        self.row_offsets = values["row.offsets"]
+        self.row_offsets, self.tombstone_every = values["row.offsets"], values["tombstone.every"]
         self.table = generate(values["rows"], values["seed"], values["bad.every"])
         offset = self.context.offset_storage_reader.offset(self.partition)
         self.next = int(offset["row"]) if offset else 0
@@ -92,6 +93,8 @@ class GeneratedRowsTask(SourceTask):
         n = min(self.size, self.table.num_rows - self.next)
         batch = SourceBatch(self.topic, self.table.slice(self.next, n), VALUE_SCHEMA, self.partition,
                             {"row": self.next + n}, key_fields=("id",), key_schema=KEY_SCHEMA,
-                            row_offsets=_RowOffsets(self.next, n) if self.row_offsets else None)
+                            row_offsets=_RowOffsets(self.next, n) if self.row_offsets else None,
+                            tombstones=tuple(i for i in range(n) if self.tombstone_every
+                                             and (self.next + i + 1) % self.tombstone_every == 0))
         self.next += n
         return [batch] if self.emit == "batches" else batch.to_records()
