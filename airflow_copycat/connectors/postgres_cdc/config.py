@@ -87,6 +87,7 @@ SCHEMA_NAME_ADJUSTMENT_MODE = "schema.name.adjustment.mode"
 FIELD_NAME_ADJUSTMENT_MODE = "field.name.adjustment.mode"
 MESSAGE_KEY_COLUMNS = "message.key.columns"
 MAX_BATCH_SIZE = "max.batch.size"
+BATCH_ENABLED = "copycat.batch.enabled"
 POLL_INTERVAL_MS = "poll.interval.ms"
 OFFSET_MISMATCH_STRATEGY = "offset.mismatch.strategy"
 INCLUDE_UNKNOWN_DATATYPES = "include.unknown.datatypes"
@@ -301,6 +302,11 @@ CONFIG_DEF = (
                 "carry the key columns.")
     .define(MAX_BATCH_SIZE, ConfigType.INT, 2048, validator=in_range(1, None),
             doc="The most events one poll returns.")
+    .define(BATCH_ENABLED, ConfigType.BOOLEAN, True,
+            doc="Stream runs of one table's changes as columnar (Arrow) batches, the fast path; false: one "
+                "record per event. Both give the same records, offsets and errors (ts_ms/ts_us/ts_ns: read once "
+                "per batch); tables with a column type batches cannot hold, TRUNCATEs and updates that move a "
+                "key always go as records.")
     .define(POLL_INTERVAL_MS, ConfigType.LONG, 500, validator=in_range(0, None),
             doc="Accepted for compatibility; a bounded run reads until it reaches the WAL position current at "
                 "its start.")

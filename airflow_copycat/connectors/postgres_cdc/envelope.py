@@ -194,6 +194,11 @@ class EventBuilder:
         """The ``.Envelope`` struct of event values."""
         return self._table(relation).envelope
 
+    def table_schemas(self, relation: Relation) -> _TableSchemas:
+        """The relation's schemas, topic, and key and value columns with their converters (built once
+        per relation definition)."""
+        return self._table(relation)
+
     def _name(self, name: str) -> str:
         return _avro_name(name) if self._schema_names else name
 
@@ -248,16 +253,22 @@ class EventBuilder:
         last_relation, last_info, last_struct = self._last_source
         if relation is last_relation and info is last_info:
             return last_struct
-        us = info.commit_ts_us
-        sequence = None
-        if info.lsn is not None:
-            last = "null" if info.last_commit_lsn is None else f'"{int(info.last_commit_lsn)}"'
-            sequence = f'[{last},"{int(info.lsn)}"]'
-        struct = Struct._trusted(SOURCE_SCHEMA, [
-            self.version, CONNECTOR, self.prefix, us // 1000, info.snapshot, self.database, sequence,
-            us, us * 1000, relation.schema, relation.table, info.tx_id, info.lsn, info.xmin])
+        struct = Struct._trusted(SOURCE_SCHEMA, self.source_values(
+            relation, info.commit_ts_us, info.tx_id, info.lsn, info.last_commit_lsn, info.snapshot, info.xmin))
         self._last_source = (relation, info, struct)
         return struct
+
+    def source_values(self, relation: Relation, commit_ts_us: int, tx_id: int | None, lsn: int | None,
+                      last_commit_lsn: int | None, snapshot: str = "false", xmin: int | None = None) -> list:
+        """The values of :meth:`source`'s struct (given a :class:`SourceInfo`'s fields), in
+        :data:`SOURCE_SCHEMA`'s field order."""
+        us = commit_ts_us
+        sequence = None
+        if lsn is not None:
+            last = "null" if last_commit_lsn is None else f'"{int(last_commit_lsn)}"'
+            sequence = f'[{last},"{int(lsn)}"]'
+        return [self.version, CONNECTOR, self.prefix, us // 1000, snapshot, self.database, sequence,
+                us, us * 1000, relation.schema, relation.table, tx_id, lsn, xmin]
 
     def key(self, relation: Relation, row: tuple | None) -> Struct | None:
         """The key struct of ``row`` (a value tuple in ``relation.columns`` order); None without a key."""

@@ -283,6 +283,10 @@ def _publication_option(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+STREAM_CHUNK = 1000
+"""Rows of a slot read fetched per round (bounded client memory: at most this many messages at once)."""
+
+
 def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn: int) -> Iterator[tuple[int, bytes]]:
     """``(lsn, message)`` of every pgoutput message of the transactions committed after the slot's
     confirmed position and before ``upto_lsn``, in order, without consuming the slot.
@@ -291,8 +295,11 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
     another session holds the slot, :class:`SlotMissing` when it does not exist."""
     query = ("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
              "'proto_version', '1', 'publication_names', %s)")
+    # rows in chunks of STREAM_CHUNK (libpq >= 17's chunked mode) rather than one result per row
+    size = STREAM_CHUNK if psycopg.pq.version() >= 170000 else 1
     try:
-        for lsn, data in conn.cursor().stream(query, (slot, lsn_text(upto_lsn), _publication_option(publication))):
+        for lsn, data in conn.cursor().stream(query, (slot, lsn_text(upto_lsn), _publication_option(publication)),
+                                              size=size):
             yield parse_lsn(lsn), data
     except psycopg.errors.ObjectInUse as e:
         raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary}): "

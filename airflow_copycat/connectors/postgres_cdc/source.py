@@ -62,6 +62,7 @@ from . import config as cfg
 from . import partitions as parts
 from . import slot as slots
 from . import snapshot as snap
+from .change_batches import ChangeBatcher
 from .envelope import EventBuilder, SourceInfo
 from .heartbeat import HeartbeatClock, heartbeat_record, stream_position
 from .model import Relation, Truncate, lsn_text
@@ -162,6 +163,8 @@ class PostgresCdcSourceTask(SourceTask):
         self.committed = reader.offset(self.partition)
         self._control = self._connect()
         self.builder = EventBuilder(c)
+        self.batcher = ChangeBatcher(self.builder, self.partition, self._count) \
+            if c.get(cfg.BATCH_ENABLED) is not False else None
         self.decoder = PgOutputDecoder(self._describe, snap.python_encoding(self._control))
         mode = c.snapshot_mode
         info = slots.check_slot(slots.slot_info(self._control, self.slot), self.slot, c.database)
@@ -337,7 +340,8 @@ class PostgresCdcSourceTask(SourceTask):
                 items = read.take(self.batch_size)
             except psycopg.OperationalError as e:
                 raise self._lost(e) from e
-            records = [r for item in items for r in self._records(item)]
+            records = self.batcher.items(items, self._records) if self.batcher is not None else \
+                [r for item in items for r in self._records(item)]
             if items:
                 last = items[-1].offset  # the read may restart after it (see _lost)
                 self.resume = Resume(last["lsn_commit"], last["lsn"], last["txId"])
