@@ -66,8 +66,15 @@ def produce_options(item) -> dict[str, Any]:
     return options
 
 
+_SLICE_FROM = 1024
+"""Values longer than this on average are handed out as slices of the array's buffer, not copies."""
+
+
 def byte_list(arr) -> list:
-    """An Arrow string or binary array as a list of ``bytes`` (``None`` for a null)."""
+    """An Arrow string or binary array as a list of the bytes ``produce()`` takes, ``None`` for a null:
+    ``bytes``, or -- for long values (a JsonConverter envelope with its schema, several KB) -- read-only
+    ``pyarrow.Buffer`` slices of the array's data, which spare two copies of every value (the producer
+    copies each value anyway). Either kind has ``len()`` and the value's bytes."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     n = len(arr)
@@ -76,8 +83,12 @@ def byte_list(arr) -> list:
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     bufs = arr.buffers()
     offsets = memoryview(bufs[1]).cast("q" if large else "i")[arr.offset:arr.offset + n + 1].tolist()
-    data = bufs[2].to_pybytes() if bufs[2] is not None else b""
-    out = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+    if bufs[2] is not None and offsets[-1] - offsets[0] > _SLICE_FROM * n:
+        data = bufs[2]
+        out = [data.slice(a, b - a) for a, b in zip(offsets, offsets[1:])]
+    else:
+        data = bufs[2].to_pybytes() if bufs[2] is not None else b""
+        out = [data[a:b] for a, b in zip(offsets, offsets[1:])]
     if arr.null_count:
         for i in arr.is_null().to_numpy(zero_copy_only=False).nonzero()[0].tolist():
             out[i] = None

@@ -562,10 +562,13 @@ def _run_killing_the_reader(db, runs, **overrides) -> dict:
         with psycopg.connect(db.url, autocommit=True) as admin:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not killed:
-                # the reader's backend waits on the client: it is sending the read's rows
-                row = admin.execute("SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> "
-                                    "pg_backend_pid() AND wait_event = 'ClientWrite'",
-                                    ("%pg_logical_slot_peek_binary_changes%",)).fetchone()
+                # the reader's backend waits on the client: it is sending the read's rows, or waits
+                # (its cursor open, idle in its transaction; its last statement the cursor's FETCH)
+                # for the next fetch of them
+                row = admin.execute("SELECT pid FROM pg_stat_activity WHERE (query LIKE %s OR query LIKE %s) "
+                                    "AND pid <> pg_backend_pid() AND (wait_event = 'ClientWrite' OR "
+                                    "state = 'idle in transaction')",
+                                    ("%pg_logical_slot_peek_binary_changes%", "%copycat_slot_read%")).fetchone()
                 if row:
                     time.sleep(0.5)  # let some records go out and some offsets be committed first
                     admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))

@@ -420,3 +420,18 @@ def test_a_sliced_batch_of_nested_structs():
     sliced, written = _encode_counting(conv, batch, columns)
     assert written == [] and sliced.slow == encoded.slow
     assert sliced.data.to_pylist() == encoded.data.to_pylist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=1500, max_size=3000)),
+                       max_size=12),
+       start=st.integers(0, 3), large=st.booleans())
+def test_byte_list_gives_each_value_as_bytes_copied_or_sliced(values, start, large):
+    """Short values come as bytes, long ones as slices of the array's buffer: the same bytes, nulls as None,
+    on sliced arrays too."""
+    from airflow_copycat.runtime.batch_producer import byte_list
+
+    arr = pa.array(values, pa.large_binary() if large else pa.binary()).slice(start)
+    got = byte_list(arr)
+    assert [None if v is None else bytes(v) for v in got] == values[start:]
+    assert [None if v is None else len(v) for v in got] == [None if v is None else len(v) for v in values[start:]]

@@ -283,24 +283,28 @@ def _publication_option(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-STREAM_CHUNK = 1000
-"""Rows of a slot read fetched per round (bounded client memory: at most this many messages at once)."""
+STREAM_CHUNK = 2000
+"""Messages of a slot read fetched per round trip (bounded client memory)."""
 
 
 def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn: int) -> Iterator[tuple[int, bytes]]:
     """``(lsn, message)`` of every pgoutput message of the transactions committed after the slot's
     confirmed position and before ``upto_lsn``, in order, without consuming the slot.
 
-    ``conn`` is busy until the iterator is exhausted or closed. Raises :class:`SlotInUse` when
-    another session holds the slot, :class:`SlotMissing` when it does not exist."""
-    query = ("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-             "'proto_version', '1', 'publication_names', %s)")
-    # rows in chunks of STREAM_CHUNK (libpq >= 17's chunked mode) rather than one result per row
-    size = STREAM_CHUNK if psycopg.pq.version() >= 170000 else 1
+    ``conn`` (autocommit) is busy, inside a read-only transaction, until the iterator is exhausted or
+    closed. Raises :class:`SlotInUse` when another session holds the slot, :class:`SlotMissing` when
+    it does not exist."""
+    query = ("SELECT (lsn - '0/0'::pg_lsn)::bigint, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, "
+             "NULL, 'proto_version', '1', 'publication_names', %s)")
     try:
-        for lsn, data in conn.cursor().stream(query, (slot, lsn_text(upto_lsn), _publication_option(publication)),
-                                              size=size):
-            yield parse_lsn(lsn), data
+        # a server-side cursor: STREAM_CHUNK rows a round trip, each round's rows made in one call
+        with conn.transaction(), conn.cursor(name="copycat_slot_read") as cur:
+            cur.execute(query, (slot, lsn_text(upto_lsn), _publication_option(publication)))
+            while True:
+                rows = cur.fetchmany(STREAM_CHUNK)
+                if not rows:
+                    break
+                yield from rows
     except psycopg.errors.ObjectInUse as e:
         raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary}): "
                         f"another run of this connector, or another consumer, reads it") from None
