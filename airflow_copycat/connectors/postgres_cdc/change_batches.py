@@ -128,11 +128,9 @@ class ChangeBatcher:
         relation = run[0].message.relation
         t = b.table_schemas(relation)
         row_type, key_types = self._fit[relation]
-        pairs = tuple(zip(t.value_positions, t.value_converters))
-        key_pairs = tuple(zip(t.key_positions, t.key_converters))
-        befores: list[list | None] = []  # per row: the converted values, or None (no such row)
-        afters: list[list | None] = []
-        keys: list[list] = []
+        befores: list[tuple | None] = []  # per row: the WAL's values (texts), or None (no such row)
+        afters: list[tuple | None] = []
+        keys: list[tuple] = []  # the row the key comes from
         ops: list[str | None] = []
         tombstones: list[int] = []
         offsets: list[dict] = []
@@ -141,12 +139,10 @@ class ChangeBatcher:
         with_tombstones = b.tombstones and t.key_schema is not None
         for item in run:
             change: Change = item.message
-            op, row = change.op, change.before
-            befores.append(None if row is None else [convert(row[i]) for i, convert in pairs])
-            row = change.after
-            afters.append(None if row is None else [convert(row[i]) for i, convert in pairs])
-            row = change.before if op == "d" or row is None else row
-            keys.append([convert(row[i]) for i, convert in key_pairs])
+            op = change.op
+            befores.append(change.before)
+            afters.append(change.after)
+            keys.append(change.before if op == "d" or change.after is None else change.after)
             ops.append(op)
             offsets.append(item.offset)
             sources.append(source_values(relation, change.commit_ts_us, change.xid, change.lsn, item.last_commit_lsn))
@@ -160,9 +156,10 @@ class ChangeBatcher:
                 sources.append(sources[-1])
         n = len(ops)
         ns = b.clock()
+        columns = tuple(zip(t.value_positions, t.value_mappings))
         data: dict[str, Any] = {
-            "before": _structs(row_type, befores),
-            "after": _structs(row_type, afters),
+            "before": _row_structs(row_type, columns, befores),
+            "after": _row_structs(row_type, columns, afters),
             "source": _structs(_SOURCE_TYPE, sources),
             "transaction": pa.nulls(n, _TRANSACTION_TYPE),
             "op": pa.array(ops, pa.string()),
@@ -170,11 +167,11 @@ class ChangeBatcher:
             "ts_us": pa.array([ns // 1000] * n, pa.int64()),
             "ts_ns": pa.array([ns] * n, pa.int64()),
         }
-        key_columns = list(zip(*keys)) if key_pairs else []
         key_fields = []
-        for f, typ, column in zip(t.key_schema.fields if t.key_schema is not None else [], key_types, key_columns):
+        for f, typ, i, mapping in zip(t.key_schema.fields if t.key_schema is not None else [], key_types,
+                                      t.key_positions, t.key_mappings):
             key_fields.append(f"key.{f.name}")  # apart from the envelope's own fields
-            data[key_fields[-1]] = pa.array(column, typ)
+            data[key_fields[-1]] = _column(typ, i, mapping, keys, 0)
         batch = SourceBatch(topic=t.topic, data=pa.table(data), value_schema=t.envelope,
                             source_partition=self.partition, source_offset=offsets[-1],
                             key_fields=tuple(key_fields), key_schema=t.key_schema if key_fields else None,
@@ -184,6 +181,31 @@ class ChangeBatcher:
             if changes:
                 self.count(relation, op, changes)
         return batch
+
+
+def _row_structs(struct_type: pa.StructType, columns: tuple, rows: list[tuple | None]) -> pa.StructArray:
+    """A ``before``/``after`` column: for each row field (``columns``: the row's position of its value in
+    the WAL's tuples, its FieldMapping) the converted values of ``rows`` (None: a null struct)."""
+    missing = [r is None for r in rows]
+    nulls = missing.count(True)
+    arrays = [_column(struct_type.field(f).type, i, mapping, rows, nulls) for f, (i, mapping) in enumerate(columns)]
+    mask = pa.array(missing, pa.bool_()) if nulls else None
+    return pa.StructArray.from_arrays(arrays, fields=list(struct_type), mask=mask)
+
+
+def _column(typ: pa.DataType, i: int, mapping, rows: list[tuple | None], nulls: int) -> pa.Array:
+    """Value ``i`` of each of ``rows`` (``nulls`` of them None) converted by ``mapping``: by one Arrow cast
+    of the texts where that is exact (:attr:`.values.FieldMapping.text_exact`) and no text is missing
+    that would take a value (``mapping.missing``), else value by value by ``mapping.convert``."""
+    texts = [None if r is None else r[i] for r in rows]
+    if mapping.text_exact and (mapping.missing is None or texts.count(None) == nulls):
+        try:
+            column = pa.array(texts, pa.string())
+            return column if typ == pa.string() else column.cast(typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+            pass  # an unchanged TOASTed value, a text Arrow does not cast: convert()'s way (and its error)
+    convert = mapping.convert
+    return pa.array([None if r is None else convert(r[i]) for r in rows], typ)
 
 
 def _structs(struct_type: pa.StructType, rows: list[list | None]) -> pa.StructArray:

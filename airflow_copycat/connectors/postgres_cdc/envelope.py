@@ -145,6 +145,8 @@ class _TableSchemas:
     value_positions: tuple[int, ...]
     value_converters: tuple[Callable, ...]
     topic: str
+    key_mappings: tuple = ()  # the FieldMappings of the key's and the rows' columns
+    value_mappings: tuple = ()
 
 
 class EventBuilder:
@@ -239,7 +241,8 @@ class EventBuilder:
                     .field("ts_ms", Schema.OPTIONAL_INT64).field("ts_us", Schema.OPTIONAL_INT64)
                     .field("ts_ns", Schema.OPTIONAL_INT64).build())
         table = _TableSchemas(key_b.build() if key_pos else None, row, envelope, tuple(key_pos), tuple(key_conv),
-                              tuple(val_pos), tuple(val_conv), self.topic(relation))
+                              tuple(val_pos), tuple(val_conv), self.topic(relation),
+                              tuple(mappings[i] for i in key_pos), tuple(mappings[i] for i in val_pos))
         if len(self._tables) > 10_000:  # relations are re-sent per session; keep memory bounded
             self._tables.clear()
         self._tables[relation] = table

@@ -119,10 +119,18 @@ Converter = Callable[[Any], Any]
 
 @dataclass(frozen=True)
 class FieldMapping:
-    """A column's Connect schema and the function from its text values to Connect values."""
+    """A column's Connect schema and the function from its text values to Connect values.
+
+    ``missing`` is what ``convert(None)`` returns (a column the WAL did not carry: None when the
+    column is optional, else its default or its type's zero). ``text_exact``: every text ``convert``
+    accepts is the value as it is (strings) or cast exactly by Arrow from its text to the schema's
+    Arrow type (integers; decimals of the column's scale), and every text it refuses Arrow refuses
+    too -- a batch may then convert a whole column in one cast."""
 
     schema: Schema
     convert: Converter
+    missing: Any = None
+    text_exact: bool = False
 
 
 def _optional(builder: SchemaBuilder, optional: bool) -> Schema:
@@ -237,7 +245,8 @@ class ValueMapper:
             except (ValueError, decimal.InvalidOperation, IndexError, AttributeError) as e:
                 raise DataException(f"column {name!r}: cannot read {str(text)[:60]!r} ({e})") from None
 
-        return FieldMapping(schema, convert)
+        exact = parse is int or parse is str or getattr(parse, "arrow_exact", False)
+        return FieldMapping(schema, convert, missing, exact)
 
     def _default(self, column: Column, schema: Schema, parse: Callable) -> Any:
         """The schema default Debezium derives from the column's default expression: a literal's value;
@@ -413,6 +422,7 @@ class ValueMapper:
                                     "decimal.handling.mode=string (or double) to capture it")
             return decimal.Decimal(t).quantize(quantum, context=context)
 
+        parse.arrow_exact = True  # Arrow casts the s-digit text exactly and refuses the others (FieldMapping)
         return parse
 
     def _money_field(self):
