@@ -18,6 +18,7 @@ import re
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
+from airflow_copycat.connect.records import SourceRecord
 from airflow_copycat.connectors.postgres_cdc.change_batches import ChangeBatcher
 from airflow_copycat.runtime.kafka import read_to_end
 
@@ -145,3 +146,35 @@ def test_batches_send_the_bytes_records_send(cdc_db, worker_props, unique, monke
         assert [_comparable(m) for m in again[t]] == [_comparable(m) for m in sent[t]], t
     assert second["metrics"]["tables"] == first["metrics"]["tables"]
     assert batches.committed() == records.committed()
+
+
+def test_a_key_column_moving_from_null_is_a_key_change_on_both_paths():
+    """message.key.columns over a nullable column (REPLICA IDENTITY FULL): an update whose old key holds a
+    NULL that the new key fills moves the key -- a delete (+ tombstone) and a create -- in batches too."""
+    from airflow_copycat.connect.batch import SourceBatch
+    from airflow_copycat.connectors.postgres_cdc.config import CdcConfig
+    from airflow_copycat.connectors.postgres_cdc.envelope import EventBuilder, SourceInfo
+    from airflow_copycat.connectors.postgres_cdc.model import Change, Column, Relation
+    from airflow_copycat.connectors.postgres_cdc.stream import Item
+
+    config = CdcConfig.parse({"database.hostname": "h", "database.dbname": "postgres", "database.user": "u",
+                              "topic.prefix": "p", "message.key.columns": "public.t:a,b"})
+    relation = Relation(1, "public", "t", (Column("a", 23, -1, "integer", key=True, optional=False),
+                                           Column("b", 23, -1, "integer", key=True, optional=True),
+                                           Column("v", 25, -1, "text", key=True, optional=True)), "f")
+    builder = EventBuilder(config, clock=lambda: 1, version="x")
+    items = [Item(Change(relation, "u", (str(i), None, "x"), (str(i), "5", "x"), lsn=100 + i, xid=7,
+                         commit_ts_us=10), {"lsn": 100 + i}, None) for i in range(20)]
+
+    def events(item):
+        m = item.message
+        return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
+                             value=e.value, headers=e.headers, source_partition={"server": "p"}, source_offset=item.offset)
+                for e in builder.events(m, SourceInfo(commit_ts_us=10, tx_id=7, lsn=m.lsn, last_commit_lsn=None))]
+
+    want = [r for item in items for r in events(item)]
+    got = []
+    for out in ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events):
+        got += out.to_records() if isinstance(out, SourceBatch) else [out]
+    assert [(r.key, r.value is None, r.headers) for r in got] == [(r.key, r.value is None, r.headers) for r in want]
+    assert len(want) == 60  # a delete, a tombstone and a create each

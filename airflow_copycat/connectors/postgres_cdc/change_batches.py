@@ -108,9 +108,9 @@ class ChangeBatcher:
         if fit is None:
             return False
         if op == "u" and change.before is not None and t.key_schema is not None:
-            before, after = change.before, change.after
-            if any(before[i] is not None and before[i] != after[i] for i in t.key_positions):
-                return False  # the key may have moved: the builder decides (a delete and a create)
+            before, after, positions = change.before, change.after, t.key_positions
+            if any(before[i] is not None for i in positions) and any(before[i] != after[i] for i in positions):
+                return False  # the key may have moved (a NULL key column too): the builder decides
         return True
 
     def _flush(self, run: list[Item], events: Callable[[Item], list]) -> list:
