@@ -8,18 +8,27 @@ encodings, so each field becomes an Arrow binary column -- zig-zag varints for
 ``int``/``long`` (dates, times, timestamp-millis included), little-endian IEEE
 for ``float``/``double``, a varint length and the bytes for ``string``,
 ``bytes`` and ``decimal`` (minimal two's-complement, as ``BigInteger``), one
-byte for ``boolean``, the branch index first in a ``["null", T]`` union -- and
-each row is the header (Confluent's magic byte and schema id, the framed
-embedded schema, or the single-object marker and schema fingerprint -- the
-converter's own ``_embedded_header``, so the bytes are the per-record path's)
-followed by its fields, joined in Arrow.
+byte for ``boolean``, the branch index first in a ``["null", T]`` union, a nested
+``record`` (an Arrow struct with a child named as each of its fields) as its
+fields' encodings one after the other -- and each row is the header (Confluent's
+magic byte and schema id, the framed embedded schema, or the single-object
+marker and schema fingerprint -- the converter's own ``_embedded_header``, so
+the bytes are the per-record path's) followed by its fields, joined in Arrow.
 
 Done in columns: a record schema (the converter's own, from its AvroData) of
-those field types, with the registry (the schema registered or looked up once
-per batch), the ``framed`` embedded layout or ``single-object``. Anything else -- nested records,
-arrays, maps, enums, fields with defaults, ``use.latest.version``, the
-``container`` layout, a registry that does not answer -- goes row by row, where
-the converter retries, fails or dead-letters as it always does.
+those field types, nested records included (a record used again is named, not
+defined: read as its definition), named Connect strings too (Debezium's
+``io.debezium.data.Enum``, ``ZonedTimestamp``, ...: Avro ``string`` with
+``connect.*`` properties; strings with Confluent's enum parameters are Avro
+enums, not done here), with the registry (the schema registered or looked up
+once per batch), the ``framed`` embedded layout or ``single-object``. A field
+with a default is written as any other; a null in it (the converter writes the
+default: ``Struct.values``) makes its row a fallback row, as a null in a
+required field does -- unless a parent record is null there: its children's
+values are not part of the record. Anything else -- arrays, maps, enums, fixed,
+Connect unions, ``use.latest.version``, the ``container`` layout, a registry
+that does not answer -- goes row by row, where the converter retries, fails or
+dead-letters as it always does.
 """
 
 from __future__ import annotations
@@ -30,8 +39,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..connect.data import Type
+from ..connect.data import Schema, Type
 from ..converters.avro.layouts import CONFLUENT_MAGIC
+from ..converters.avro.names import AVRO_TYPE_UNION
 from .batch_encoders import BatchEncoder, Encoded, _combined, _epoch_ms, _mask, _time_ms, decimal_bytes
 
 _EMPTY = pa.scalar(b"", pa.large_binary())
@@ -54,16 +64,11 @@ class AvroBatchEncoder(BatchEncoder):
         except Exception:  # noqa: BLE001 -- a registry error or refusal: the per-record path reports it
             return None
         slow = np.zeros(n, dtype=bool)
-        parts = [pa.scalar(header, pa.large_binary())]
-        for i, (node, field) in enumerate(zip(avro["fields"], schema.fields)):
-            if node.get("name") != field.name or field.schema.default is not None:
-                return None
-            encoded = _field(node["type"], _combined(columns.column(i)), slow)
-            if encoded is None:
-                return None
-            parts.append(encoded)
-        data = pc.binary_join_element_wise(*parts, _EMPTY) if len(parts) > 1 else \
-            pa.array([header] * n, pa.large_binary())
+        parts = _fields(_inlined(avro, None, {})["fields"], schema.fields,
+                        [_combined(columns.column(i)) for i in range(columns.num_columns)], slow)
+        if parts is None:
+            return None
+        data = _joined([pa.scalar(header, pa.large_binary()), *parts], n)
         return Encoded(data, np.flatnonzero(slow).tolist())
 
     def _header(self, topic: str, writer) -> bytes:
@@ -77,13 +82,57 @@ class AvroBatchEncoder(BatchEncoder):
         return _struct.pack(">bI", CONFLUENT_MAGIC, schema_id)
 
 
-def _field(node, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
-    """One field's Avro encoding per row (``node``: its Avro type), or ``None`` when not done here."""
+def _inlined(node, space: str | None, named: dict):
+    """``node`` (a record, a union, a type) with each reference to a record by name replaced by the
+    record's definition (Avro defines a name once, where it is first used, and refers to it by its
+    full name, or its name alone within its namespace). ``space``: the enclosing namespace;
+    ``named``: the records defined so far, by full name."""
+    if isinstance(node, list):
+        return [_inlined(n, space, named) for n in node]
+    if isinstance(node, str):
+        return named.get(node if "." in node or not space else f"{space}.{node}") or named.get(node, node)
+    if node.get("type") != "record":
+        return node
+    name = node["name"]
+    ns = node.get("namespace", space)
+    full = name if "." in name or not ns else f"{ns}.{name}"
+    inner = full.rpartition(".")[0] or None
+    out = dict(node)
+    named[full] = out  # before its fields: a field of it cannot refer to it (Connect schemas do not recurse)
+    out["fields"] = [dict(f, type=_inlined(f["type"], inner, named)) for f in node["fields"]]
+    return out
+
+
+def _fields(nodes: list, fields: list, children: list, slow: np.ndarray) -> list | None:
+    """The encodings of a record's fields (``nodes``: its Avro fields, ``fields`` its Connect
+    fields, ``children`` their arrays, in that order), or ``None`` when one is not done here."""
+    if len(nodes) != len(fields):
+        return None
+    parts = []
+    for node, field, child in zip(nodes, fields, children):
+        encoded = _field(node["type"], field.schema, child, slow) if node.get("name") == field.name else None
+        if encoded is None:
+            return None
+        parts.append(encoded)
+    return parts
+
+
+def _joined(parts: list, n: int) -> pa.Array:
+    """The ``n`` rows of ``parts`` (binary arrays and scalars) one after the other."""
+    return pc.binary_join_element_wise(*parts, _EMPTY) if any(isinstance(p, pa.Array) for p in parts) else \
+        pa.array([b"".join(p.as_py() for p in parts)] * n, pa.large_binary())
+
+
+def _field(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
+    """One field's Avro encoding per row (``node``: its Avro type, ``schema`` its Connect schema), or
+    ``None`` when not done here."""
+    if schema.default is not None and arr.null_count:  # written as the default: by the converter, row by row
+        slow |= _mask(arr.is_null())
     if isinstance(node, list):
         if len(node) != 2 or "null" not in node:
             return None
         null_at = node.index("null")
-        inner = _value(node[1 - null_at], arr)
+        inner = _value(node[1 - null_at], schema, arr, slow)
         if inner is None:
             return None
         tag_null, tag_value = (b"\x00", b"\x02") if null_at == 0 else (b"\x02", b"\x00")
@@ -91,17 +140,38 @@ def _field(node, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
         if not arr.null_count:
             return value
         return pc.if_else(arr.is_null(), pa.scalar(tag_null, pa.large_binary()), value)
-    out = _value(node, arr)
+    out = _value(node, schema, arr, slow)
     if out is not None and arr.null_count:  # null for a required field: the converter's error, row by row
         slow |= _mask(arr.is_null())
         out = pc.if_else(arr.is_null(), _EMPTY, out)
     return out
 
 
-def _value(node, arr: pa.Array) -> pa.Array | None:
+def _record(node, schema: Schema, arr: pa.StructArray, slow: np.ndarray) -> pa.Array | None:
+    """A nested record from the StructArray's child of each field's name (other children ignored): its
+    fields' encodings joined. Only the rows where the parent is not null can be fallback rows because
+    of its children. ``None`` (``slow`` untouched) when a field has no child of its name (or several)
+    or is not done here."""
+    index = [arr.type.get_field_index(f.name) for f in schema.fields]
+    if -1 in index or schema.name == AVRO_TYPE_UNION:
+        return None
+    # field(i) is the child sliced as the parent (offset, length) but not masked by its nulls
+    children_slow = np.zeros(len(arr), dtype=bool)
+    parts = _fields(node["fields"], schema.fields, [arr.field(i) for i in index], children_slow)
+    if parts is None:
+        return None
+    if arr.null_count:
+        children_slow &= _mask(arr.is_valid())
+    slow |= children_slow
+    return _joined(parts or [_EMPTY], len(arr))
+
+
+def _value(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
     kind = node if isinstance(node, str) else node.get("type")
     logical = None if isinstance(node, str) else node.get("logicalType")
     at = arr.type
+    if kind == "record":
+        return _record(node, schema, arr, slow) if isinstance(arr, pa.StructArray) else None
     if kind in ("int", "long"):
         if logical == "timestamp-millis" and pa.types.is_timestamp(at):
             ints = _epoch_ms(arr)

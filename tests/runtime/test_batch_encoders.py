@@ -243,8 +243,8 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
                        {"embedded.schema.format": layout}, is_key)
         schema, columns = side_columns(batch, is_key)
         encoded = batch_encoder(conv).encode(batch, schema, columns)
-        if encoded is None:  # a field type not done in columns (a map, an array, a record): row by row, as before
-            assert any(f.schema.type in (Type.ARRAY, Type.MAP, Type.STRUCT) for f in schema.fields), schema
+        if encoded is None:  # a field type not done in columns (a map, an array): row by row, as before
+            assert _has_array_or_map(schema), schema
             continue
         fast = encoded.data.to_pylist()
         for i, record in enumerate(batch.to_records()):
@@ -258,6 +258,12 @@ def test_avro_batches_are_the_converters_bytes(layout, registry_url, batch):
                 assert fast[i] == want, f"row {i}: {fast[i]!r} != {want!r}"
                 if layout == "single-object" and want is not None:  # Avro's layout: the marker, then the fingerprint
                     assert fast[i][:2] == b"\xc3\x01" and len(fast[i]) >= 10
+
+
+def _has_array_or_map(schema: Schema) -> bool:
+    """Whether an array or a map is among a struct's fields, at any depth (nested records are done in columns)."""
+    return any(f.schema.type in (Type.ARRAY, Type.MAP) or f.schema.type is Type.STRUCT and _has_array_or_map(f.schema)
+               for f in schema.fields)
 
 
 def test_non_finite_and_exponent_floats_are_javas_text():
@@ -435,3 +441,189 @@ def test_byte_list_gives_each_value_as_bytes_copied_or_sliced(values, start, lar
     got = byte_list(arr)
     assert [None if v is None else bytes(v) for v in got] == values[start:]
     assert [None if v is None else len(v) for v in got] == [None if v is None else len(v) for v in values[start:]]
+
+
+# ---- Avro: nested records and fields with defaults, in columns
+
+
+def _avro_converter(layout: str = "framed", registry_url: str | None = None, is_key: bool = False):
+    from airflow_copycat.converters.avro.converter import AvroConverter
+
+    conv = AvroConverter()
+    conv.configure({"schema.registry.url": registry_url} if layout == "registry" else
+                   {"embedded.schema.format": layout}, is_key)
+    return conv
+
+
+def _avro_encode_counting(conv, batch: SourceBatch, is_key: bool = False, columns=None):
+    """One side of ``batch`` encoded (``columns``: its data, by default the batch's own) and the number of
+    values the converter's writer converted meanwhile (``AvroWriter.datum``, which its per-record
+    ``write`` calls), one by one."""
+    from airflow_copycat.converters.avro.codec import AvroWriter
+
+    calls, datum = [], AvroWriter.datum
+
+    def counting(self, value):
+        calls.append(value)
+        return datum(self, value)
+
+    AvroWriter.datum = counting
+    try:
+        schema, side = side_columns(batch, is_key)
+        return batch_encoder(conv).encode(batch, schema, side if columns is None else columns), len(calls)
+    finally:
+        AvroWriter.datum = datum
+
+
+def _avro_same_as_records(conv, batch: SourceBatch, encoded, is_key: bool = False) -> list[int]:
+    """Asserts every row the converter writes and the encoder did not leave to the per-record path has the
+    converter's bytes, and every row the converter refuses is left to it; returns the refused rows."""
+    refused, fast = [], encoded.data.to_pylist()
+    for i, record in enumerate(batch.to_records()):
+        s, v = (record.key_schema, record.key) if is_key else (record.value_schema, record.value)
+        try:
+            want = conv.from_connect_data(batch.topic, s, v)
+        except Exception:  # noqa: BLE001 -- the converter's refusal, whatever it is
+            refused.append(i)
+            continue
+        if i not in encoded.slow:
+            assert fast[i] == want, f"row {i}: {fast[i]!r} != {want!r}"
+    assert set(refused) <= set(encoded.slow)
+    return refused
+
+
+@pytest.mark.parametrize("layout", ["framed", "single-object"])
+def test_avro_nested_records_are_encoded_in_columns(layout):
+    """Records nested once and twice, optional and required, null in some rows with a required child null
+    under them, a child the schema does not have, children in another order, a record without fields."""
+    conv = _avro_converter(layout)
+    batch = _nested_batch()
+    encoded, written = _avro_encode_counting(conv, batch)
+    assert encoded is not None and written == 0, "records written one by one by the converter"
+    assert encoded.slow == [] and _avro_same_as_records(conv, batch, encoded) == []
+    # the sliced batch, and its columns keeping their offsets: children read from the parent's offset
+    sliced = SourceBatch("t", batch.data.slice(7, 40), batch.value_schema, {"p": 1}, {"o": 47})
+    columns = pa.RecordBatch.from_pydict({f.name: batch.data.column(f.name).combine_chunks()
+                                          for f in batch.value_schema.fields}).slice(7, 40)
+    assert columns.column(1).field(5).offset == 7
+    for cols in (None, columns):
+        encoded, written = _avro_encode_counting(conv, sliced, columns=cols)
+        assert written == 0 and encoded.slow == [] and _avro_same_as_records(conv, sliced, encoded) == []
+
+
+def test_avro_a_null_record_is_the_converters_and_not_its_childrens():
+    """A null record is written as any null (the null branch when optional, the converter's error when
+    required); a required child null under it is no error, at any depth."""
+    inner = SchemaBuilder.struct().name("n.I").field("x", Schema.INT32).build()
+    # 0: values; 1: the record null, its children too; 2: a required child null; 3: the record null
+    p_arr = _struct_column({"x": pa.array([1, None, None, 5], pa.int32()), "s": pa.array(["a", None, "c", "d"])},
+                           [False, True, False, True])
+    q_arr = _struct_column({"inner": _struct_column({"x": pa.array([1, None, 3, None], pa.int32())},
+                                                    [False, True, False, True])}, [False, True, False, False])
+    for optional, slow in ((True, [2, 3]), (False, [1, 2, 3])):
+        p = SchemaBuilder.struct().name("n.P").field("x", Schema.INT32).field("s", Schema.STRING)
+        q = SchemaBuilder.struct().name("n.Q").field("inner", inner)
+        schema = SchemaBuilder.struct().field("p", p.optional() if optional else p).field("q", q.optional()).build()
+        batch = SourceBatch("t", pa.table({"p": p_arr, "q": q_arr}), schema, {"p": 1}, {"o": 4})
+        conv = _avro_converter()
+        encoded, written = _avro_encode_counting(conv, batch)
+        assert written == 0
+        assert encoded.slow == slow and _avro_same_as_records(conv, batch, encoded) == slow
+        if optional:  # both null branches after the header
+            assert encoded.data[1].as_py().endswith(b"\x00\x00")
+
+
+def _defaults_batch(nulls: bool) -> SourceBatch:
+    """Fields with a default: optional (Avro ``[T, "null"]``, a named Debezium string among them) and
+    required, at the root and in a nested record (null in rows 1 and 4, with its children null there).
+    ``nulls``: a null in each of them in one row (else in none)."""
+    inner = (SchemaBuilder.struct().name("d.Inner").field("e", SchemaBuilder.string().name("io.debezium.data.Enum")
+                                                          .parameter("allowed", "a,b").default_value("a").optional().build())
+             .field("m", SchemaBuilder.int64().default_value(-1).build()).optional().build())
+    schema = (SchemaBuilder.struct().name("d.Row")
+              .field("o", SchemaBuilder.int32().default_value(7).optional().build())
+              .field("r", SchemaBuilder.string().default_value("x").build())
+              .field("inner", inner).build())
+    n = 6
+    null = {name: [nulls and i == row for i in range(n)] for name, row in (("o", 0), ("r", 3), ("e", 5), ("m", 2))}
+    inner_null = [i in (1, 4) for i in range(n)]
+    data = pa.table({
+        "o": pa.array([None if null["o"][i] else i for i in range(n)], pa.int32()),
+        "r": pa.array([None if null["r"][i] else f"r{i}" for i in range(n)]),
+        "inner": _struct_column({"e": pa.array([None if null["e"][i] or inner_null[i] else "b" for i in range(n)]),
+                                 "m": pa.array([None if null["m"][i] or inner_null[i] else i for i in range(n)],
+                                               pa.int64())}, inner_null),
+    })
+    return SourceBatch("t", data, schema, {"p": 1}, {"o": n})
+
+
+def test_avro_a_field_with_a_default_is_written_as_any_value():
+    conv = _avro_converter()
+    batch = _defaults_batch(nulls=False)
+    encoded, written = _avro_encode_counting(conv, batch)
+    assert written == 0 and encoded.slow == [] and _avro_same_as_records(conv, batch, encoded) == []
+    assert '"name":"o","type":[{"type":"int"' in conv._data.writer(batch.value_schema).schema_json  # value: branch 0
+    # a null in one (o in row 0, inner.m in 2, r in 3, inner.e in 5) is written as its default by the
+    # converter: those rows go the per-record way (not rows 1 and 4: a null under a null record is not written)
+    batch = _defaults_batch(nulls=True)
+    encoded, written = _avro_encode_counting(conv, batch)
+    assert written == 0
+    assert encoded.slow == [0, 2, 3, 5] and _avro_same_as_records(conv, batch, encoded) == []
+
+
+def _envelope_batch(n: int = 40) -> SourceBatch:
+    """A batch of Debezium envelopes as the PostgreSQL CDC source makes them: ``before``/``after`` of one
+    row record (defined once, referred to by name), the connector's ``source`` (its ``snapshot`` an
+    ``io.debezium.data.Enum`` with a default), ``transaction`` always null, ``op``, ``ts_*``; a key."""
+    from airflow_copycat.connectors.postgres_cdc.change_batches import _struct_type
+    from airflow_copycat.connectors.postgres_cdc.envelope import SNAPSHOT_VALUES, SOURCE_SCHEMA, TRANSACTION_SCHEMA
+
+    row = (SchemaBuilder.struct().name("pg.public.t.Value").field("id", Schema.INT64)
+           .field("name", Schema.OPTIONAL_STRING).field("amount", Decimal.builder(2).optional().build())
+           .field("small", Schema.OPTIONAL_INT16).field("ratio", Schema.OPTIONAL_FLOAT32)
+           .field("ok", Schema.OPTIONAL_BOOLEAN).field("blob", Schema.OPTIONAL_BYTES)
+           .field("at", SchemaBuilder.string().name("io.debezium.time.ZonedTimestamp").version(1).optional().build())
+           .field("doc", SchemaBuilder.string().name("io.debezium.data.Json").version(1).optional().build())
+           .optional().build())
+    envelope = (SchemaBuilder.struct().name("pg.public.t.Envelope").version(2).field("before", row)
+                .field("after", row).field("source", SOURCE_SCHEMA).field("transaction", TRANSACTION_SCHEMA)
+                .field("op", Schema.STRING).field("ts_ms", Schema.OPTIONAL_INT64).field("ts_us", Schema.OPTIONAL_INT64)
+                .field("ts_ns", Schema.OPTIONAL_INT64).build())
+    ops = ["cud"[i % 3] for i in range(n)]
+
+    def rows(side):
+        return pa.array([None if (side == "before" and op == "c") or (side == "after" and op == "d") else {
+            "id": i - 20, "name": None if i % 5 == 0 else f"n\u00e9 {i} 😀", "amount": decimal.Decimal(i * 7919 - 99_999).scaleb(-2),
+            "small": None if i % 4 == 0 else -(2**15) + i, "ratio": _f32(i / 7), "ok": None if i % 6 == 0 else i % 2 == 0,
+            "blob": bytes(range(i % 5)), "at": f"2026-11-25T07:{i % 60:02d}:00.5Z", "doc": '{"a": [1, 2]}',
+        } for i, op in enumerate(ops)], _struct_type(row))
+
+    source = pa.array([{"version": "copycat-1", "connector": "postgresql", "name": "pg", "ts_ms": 1_764_000_000_000 + i,
+                        "snapshot": SNAPSHOT_VALUES[i % len(SNAPSHOT_VALUES)], "db": "db",
+                        "sequence": None if i % 7 == 0 else f'["{i}","{i + 1}"]', "ts_us": 1_764_000_000_000_000 + i,
+                        "ts_ns": None if i % 2 else 1_764_000_000_000_000_000 + i, "schema": "public", "table": "t",
+                        "txId": 700 + i // 3, "lsn": 2**40 + i, "xmin": None} for i in range(n)],
+                      _struct_type(SOURCE_SCHEMA))
+    data = pa.table({"before": rows("before"), "after": rows("after"), "source": source,
+                     "transaction": pa.nulls(n, _struct_type(TRANSACTION_SCHEMA)), "op": pa.array(ops),
+                     "ts_ms": pa.array([1_764_000_000_123] * n, pa.int64()),
+                     "ts_us": pa.array([1_764_000_000_123_456] * n, pa.int64()),
+                     "ts_ns": pa.array([None] * n, pa.int64()),
+                     "key.id": pa.array([i - 20 for i in range(n)], pa.int64())})
+    key_schema = SchemaBuilder.struct().name("pg.public.t.Key").field("id", Schema.INT64).build()
+    return SourceBatch("pg.public.t", data, envelope, {"p": 1}, {"o": n}, key_fields=("key.id",), key_schema=key_schema)
+
+
+@pytest.mark.parametrize("layout", ["framed", "single-object", "registry"])
+def test_avro_debezium_envelopes_are_encoded_in_columns(layout, registry_url):
+    import dataclasses
+    import uuid
+
+    batch = dataclasses.replace(_envelope_batch(), topic=f"pg-{uuid.uuid4().hex}")
+    for is_key in (False, True):
+        conv = _avro_converter(layout, registry_url, is_key)
+        encoded, written = _avro_encode_counting(conv, batch, is_key)
+        assert encoded is not None and written == 0, "envelopes written one by one by the converter"
+        assert encoded.slow == [] and _avro_same_as_records(conv, batch, encoded, is_key) == []
+        if not is_key:  # ``after`` is the record ``before`` defined, by name
+            assert '"name":"after","type":["null","Value"]' in conv._data.writer(batch.value_schema).schema_json
