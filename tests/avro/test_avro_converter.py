@@ -405,3 +405,20 @@ def test_caches_are_bounded_by_schemas_cache_size(schema_registry_url, unique):
         else:
             assert len(c._registry._ids._d) <= 2 and len(c._registry._schemas._d) <= 2
         assert len(c._readers._d) <= 2 and len(c._data._writers._d) <= 2
+
+
+def test_a_null_in_a_required_boolean_is_refused_not_written_as_false():
+    # a Struct made without validation (as a batch's records are) may hold a None anywhere: fastavro would
+    # write a boolean's None as false, silently; every other type it refuses itself
+    from airflow_copycat.connect import Schema, SchemaBuilder, Struct
+
+    inner = SchemaBuilder.struct().name("Inner").field("ok", Schema.BOOLEAN).build()
+    schema = SchemaBuilder.struct().name("Row").field("id", Schema.INT32).field("ok", Schema.BOOLEAN) \
+        .field("inner", inner).build()
+    conv = converter()
+    good = Struct._trusted(schema, [1, True, Struct._trusted(inner, [False])])
+    assert conv.to_connect_data("t", conv.from_connect_data("t", schema, good)).value == good
+    for bad in (Struct._trusted(schema, [1, None, Struct._trusted(inner, [False])]),
+                Struct._trusted(schema, [1, True, Struct._trusted(inner, [None])])):
+        with pytest.raises(DataException, match="null for a required boolean"):
+            conv.from_connect_data("t", schema, bad)

@@ -96,6 +96,9 @@ def _encoder(schema: Schema | None, ctx: "_FromConnect | None" = None) -> Callab
         encs = [_encoder(f.schema, ctx) for f in schema.fields]
         plain = all(e is None for e in encs)
         pairs = list(zip(names, encs))
+        # fastavro writes None as false for a boolean: a required one is checked here (a Struct made without
+        # validation -- a batch's record -- may hold one); a None of any other type fastavro refuses itself
+        booleans = [i for i, f in enumerate(schema.fields) if f.schema.type is Type.BOOLEAN and not f.schema.optional]
 
         def struct(value, schema=schema):
             if not isinstance(value, Struct):
@@ -103,6 +106,10 @@ def _encoder(schema: Schema | None, ctx: "_FromConnect | None" = None) -> Callab
             if value.schema is not schema and value.schema != schema:
                 raise DataException(f"Struct schema {value.schema!r} does not match {schema!r}")
             values = value.values()
+            for i in booleans:
+                if values[i] is None:
+                    raise DataException(f"value.{schema.fields[i].name}: null for a required boolean schema "
+                                        "that has no default")
             if plain:
                 return dict(zip(names, values))
             return {n: (v if e is None or v is None else e(v)) for (n, e), v in zip(pairs, values)}
