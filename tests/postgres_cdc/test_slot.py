@@ -78,6 +78,37 @@ def test_confirming_releases_wal_and_never_moves_back(db):
     assert decoded(db.conn, "s", slots.flush_lsn(db.conn)) == []
 
 
+def test_settling_decodes_again_up_to_the_confirmed_position_within_its_budget(db):
+    # Given a slot confirmed over WAL holding running-transactions records (checkpoints log one; so does the
+    # server every 15 s while it writes). (Which of them PostgreSQL takes as the restart point after one
+    # confirmation depends on what else ran: bench_postgres_cdc.py shows a case left 5.6 MB behind, which a
+    # second advance settled to 176 B; this test checks the contract, not that case.)
+    db.sql("CHECKPOINT")
+    db.sql("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g")
+    db.sql("CHECKPOINT")
+    bound = slots.flush_lsn(db.conn)
+    decoded(db.conn, "s", bound)
+    slots.confirm(db.conn, "s", bound)
+    first = slots.slot_info(db.conn, "s")
+    # When the slot is settled, it decodes again up to its confirmed position, which does not move
+    assert slots.settle(db.conn, "s")
+    settled = slots.slot_info(db.conn, "s")
+    assert settled.confirmed_flush_lsn == first.confirmed_flush_lsn == bound
+    assert settled.restart_lsn >= first.restart_lsn and settled.retained_bytes < 100_000, settled.describe()
+    # and with more WAL than SETTLE_BUDGET to decode again it leaves that to the next run's read
+    db.sql("INSERT INTO t SELECT g, repeat('y', 200) FROM generate_series(20001, 40000) g")
+    bound = slots.flush_lsn(db.conn)
+    slots.confirm(db.conn, "s", bound)
+    before = slots.slot_info(db.conn, "s")
+    import airflow_copycat.connectors.postgres_cdc.slot as module
+
+    budget, module.SETTLE_BUDGET = module.SETTLE_BUDGET, 1000
+    try:
+        assert before.confirmed_flush_lsn - before.restart_lsn > 1000 and not slots.settle(db.conn, "s")
+    finally:
+        module.SETTLE_BUDGET = budget
+
+
 def test_an_exported_snapshot_sees_the_rows_before_the_slot_and_the_slot_the_rows_after(cdc_db):
     cdc_db.sql("CREATE TABLE t (id int PRIMARY KEY, v text)")
     slots.ensure_publication(cdc_db.conn, "pub", "all_tables")

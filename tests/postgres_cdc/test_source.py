@@ -563,11 +563,10 @@ def _run_killing_the_reader(db, runs, **overrides) -> dict:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not killed:
                 # the reader's backend waits on the client: it is sending the read's rows, or waits
-                # (its cursor open, idle in its transaction; its last statement the cursor's FETCH)
-                # for the next fetch of them
+                # (its cursor open, idle; its last statement the cursor's FETCH) for the next fetch of them
                 row = admin.execute("SELECT pid FROM pg_stat_activity WHERE (query LIKE %s OR query LIKE %s) "
                                     "AND pid <> pg_backend_pid() AND (wait_event = 'ClientWrite' OR "
-                                    "state = 'idle in transaction')",
+                                    "(state = 'idle' AND query LIKE 'FETCH%%'))",
                                     ("%pg_logical_slot_peek_binary_changes%", "%copycat_slot_read%")).fetchone()
                 if row:
                     time.sleep(0.5)  # let some records go out and some offsets be committed first
@@ -603,6 +602,36 @@ def test_a_connection_lost_in_the_middle_of_a_read_fails_the_run_and_the_next_ru
     ids = after_ids(runs.read(f"pg{unique}.public.orders"))
     assert set(ids) == set(range(100, 30100))
     assert len(ids) - len(set(ids)) <= first["records"]  # repeats at most what the failed run sent
+
+
+def test_a_read_outlives_the_servers_idle_session_timeouts(orders, worker_props, unique, monkeypatch):
+    # Given a server that ends sessions idle for 500 ms (in a transaction or not), and a commit in the middle
+    # of a long read that takes longer than that (a slow flush), without retries
+    import time
+
+    from airflow_copycat.connectors.postgres_cdc.source import PostgresCdcSourceTask
+
+    orders.sql(f"ALTER DATABASE {orders.dbname} SET idle_in_transaction_session_timeout = 500")
+    orders.sql(f"ALTER DATABASE {orders.dbname} SET idle_session_timeout = 500")
+    runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data", "max.batch.size": "200"}),
+                   dict(worker_props, **{"offset.flush.interval.ms": 100}))
+    runs.run()
+    orders.sql("INSERT INTO orders SELECT g, repeat('x', 300), g, 1 FROM generate_series(100, 30099) g")
+    slow = []
+    commit = PostgresCdcSourceTask.commit
+
+    def slow_commit(self):
+        if self._read is not None and not self._read.exhausted and not slow:
+            slow.append(1)
+            time.sleep(1.5)
+        return commit(self)
+
+    monkeypatch.setattr(PostgresCdcSourceTask, "commit", slow_commit)
+    # When the run reads the changes
+    result = runs.run(ok=False)
+    # Then the read's session was not ended: the run succeeds, every change once
+    assert slow and result["status"] == "ok", result.get("error")
+    assert after_ids(runs.read(f"pg{unique}.public.orders")) == list(range(100, 30100))
 
 
 def test_with_retries_a_lost_read_resumes_in_the_same_run_after_the_last_change_sent(orders, worker_props, unique):

@@ -53,8 +53,8 @@ _TRANSACTION_TYPE = _struct_type(TRANSACTION_SCHEMA)
 
 def _fits(schema: Schema) -> bool:
     """Whether values of a row field of this schema can ride in a batch column."""
-    if schema.name == Decimal.LOGICAL_NAME:  # decimal128 holds up to 38 digits
-        return int(schema.parameters.get("connect.decimal.precision") or 38) <= 38
+    if schema.name == Decimal.LOGICAL_NAME:  # decimal128 holds up to 38 digits (and Python reads scales <= 38)
+        return int(schema.parameters.get("connect.decimal.precision") or 38) <= 38 and 0 <= Decimal.scale(schema) <= 38
     return schema.type in _IN_BATCHES and schema.name not in _LOGICAL
 
 

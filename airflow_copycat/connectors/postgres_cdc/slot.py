@@ -291,14 +291,17 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
     """``(lsn, message)`` of every pgoutput message of the transactions committed after the slot's
     confirmed position and before ``upto_lsn``, in order, without consuming the slot.
 
-    ``conn`` (autocommit) is busy, inside a read-only transaction, until the iterator is exhausted or
-    closed. Raises :class:`SlotInUse` when another session holds the slot, :class:`SlotMissing` when
-    it does not exist."""
+    ``conn`` (autocommit) is busy until the iterator is exhausted or closed: it holds the read's
+    cursor, outside any transaction (PostgreSQL decodes the whole read when the cursor is declared,
+    so no transaction stays open while the framework works between fetches; the task's sessions turn
+    the server's idle-session timeouts off). Raises :class:`SlotInUse` when
+    another session holds the slot, :class:`SlotMissing` when it does not exist. (LSNs come as
+    ``bigint``: a server past 8 EiB of WAL would fail here.)"""
     query = ("SELECT (lsn - '0/0'::pg_lsn)::bigint, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, "
              "NULL, 'proto_version', '1', 'publication_names', %s)")
     try:
-        # a server-side cursor: STREAM_CHUNK rows a round trip, each round's rows made in one call
-        with conn.transaction(), conn.cursor(name="copycat_slot_read") as cur:
+        # a server-side cursor WITH HOLD: STREAM_CHUNK rows a round trip, each round's rows made in one call
+        with conn.cursor(name="copycat_slot_read", withhold=True) as cur:
             cur.execute(query, (slot, lsn_text(upto_lsn), _publication_option(publication)))
             while True:
                 rows = cur.fetchmany(STREAM_CHUNK)
@@ -310,6 +313,31 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
                         f"another run of this connector, or another consumer, reads it") from None
     except psycopg.errors.UndefinedObject as e:
         raise SlotMissing(f"replication slot {slot!r} does not exist ({e.diag.message_primary})") from None
+
+
+SETTLE_BUDGET = 64 << 20
+"""The most WAL :func:`settle` decodes again (bytes); beyond it the next run's read settles the slot."""
+
+
+def settle(conn: psycopg.Connection, slot: str) -> bool:
+    """Decode the slot once more up to its confirmed position, so that PostgreSQL may drop the WAL
+    before the last running-transactions record there; returns whether it did.
+
+    Within one decoding session PostgreSQL moves a slot's restart point at most to the first
+    running-transactions record past the confirmed position (it applies the others only once they lie
+    before the confirmed position): after a confirmation the slot keeps the WAL since that first
+    record. Advancing again to the same position applies the last one instead. Done only when at
+    most :data:`SETTLE_BUDGET` bytes lie between the restart point and the confirmed position
+    (decoding them again is cheap); otherwise the next run's read does it."""
+    info = slot_info(conn, slot)
+    if info is None or info.restart_lsn is None or info.confirmed_flush_lsn is None \
+            or not 0 < info.confirmed_flush_lsn - info.restart_lsn <= SETTLE_BUDGET:
+        return False
+    try:
+        conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(info.confirmed_flush_lsn)))
+    except psycopg.errors.ObjectInUse as e:
+        raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary})") from None
+    return True
 
 
 def confirm(conn: psycopg.Connection, slot: str, lsn: int) -> int | None:

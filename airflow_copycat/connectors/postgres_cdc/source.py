@@ -286,10 +286,15 @@ class PostgresCdcSourceTask(SourceTask):
                                                                 captured.to_offset(position)))]
 
     def _connect(self) -> psycopg.Connection:
-        """A new autocommit session with the value formats :mod:`.values` reads and, as Debezium does on
-        every connection it opens, ``database.initial.statements``."""
+        """A new autocommit session with the value formats :mod:`.values` reads, the server's idle-session
+        timeouts off and, as Debezium does on every connection it opens, ``database.initial.statements``."""
         conn = psycopg.connect(**self.kwargs, autocommit=True, connect_timeout=30)
         snap.prepare_session(conn)
+        # a session waits idle while the framework works (the slot's control session during a long read, the
+        # read between fetches): a server's idle timeouts, meant for forgotten sessions, must not end it
+        conn.execute("SET idle_in_transaction_session_timeout = 0")
+        if conn.info.server_version >= 140000:
+            conn.execute("SET idle_session_timeout = 0")
         for statement in self.cdc.initial_statements():
             conn.execute(statement)
         return conn
@@ -339,6 +344,10 @@ class PostgresCdcSourceTask(SourceTask):
             try:
                 items = read.take(self.batch_size)
             except psycopg.OperationalError as e:
+                raise self._lost(e) from e
+            except psycopg.Error as e:  # e.g. a session timeout, which ends the session (not an OperationalError)
+                if self._stream_conn is None or not self._stream_conn.broken:
+                    raise
                 raise self._lost(e) from e
             records = self.batcher.items(items, self._records) if self.batcher is not None else \
                 [r for item in items for r in self._records(item)]
@@ -455,6 +464,11 @@ class PostgresCdcSourceTask(SourceTask):
         if self._confirmable_polled > self._confirmed:
             self._confirm(self._confirmable_polled, why="committed records")
         self._final_commit = self._done
+        if self._done and self.streams:  # the run's last commit: let PostgreSQL drop what it can now
+            try:
+                slots.settle(self._control, self.slot)
+            except psycopg.Error as e:  # the offsets and the slot's position are committed already
+                log.warning("connector %s: slot %s not settled after the run: %s", self.name, self.slot, e)
 
     def _confirm(self, lsn: int, *, why: str) -> None:
         new = slots.confirm(self._control, self.slot, lsn)
