@@ -34,7 +34,8 @@ A **run** of a task:
    the last change handed out, up to the same bound;
 3. ``commit`` -- the framework committed the offsets of every record polled so far: the stream
    task confirms the slot up to the end of the last transaction handed out (to the bound once
-   caught up), so the slot retains only what this run left unread.
+   caught up), so the slot retains only what this run left unread; after the run's last commit it
+   settles the slot (:func:`.slot.settle`).
 
 The task reports the slot in :attr:`PostgresCdcSourceTask.metrics`: the slot as the run found
 and left it (``wal_before``/``wal_after``: ``retained_bytes`` kept on disk from ``restart_lsn``,
@@ -44,6 +45,10 @@ rows read) and ``stream_deferred`` (the tables whose snapshot the stream waited 
 PostgreSQL moves ``restart_lsn`` only past a running-transactions record it logged (every
 checkpoint, and every 15 s on a server that writes), so ``retained_bytes`` may lag the
 confirmation by that much.
+
+Over 500 lines: the task is one state machine (snapshot, stream, heartbeats, slot confirmation)
+whose steps share its state; the parts that stand alone are modules of their own (``stream``,
+``change_batches``, ``snapshot_read``, ``partitions``, ``heartbeat``, ``slot``).
 """
 
 from __future__ import annotations
