@@ -51,6 +51,15 @@ _SOURCE_TYPE = _struct_type(SOURCE_SCHEMA)
 _TRANSACTION_TYPE = _struct_type(TRANSACTION_SCHEMA)
 
 
+def _arrow_types(t) -> tuple | None:
+    """(the row struct's Arrow type, the key fields' Arrow types) of a table's schemas, or ``None`` when
+    a row or key field cannot ride in a batch column (or the rows have no field)."""
+    keys = t.key_schema.fields if t.key_schema is not None else []
+    if not t.row_schema.fields or not all(_fits(f.schema) for f in t.row_schema.fields + keys):
+        return None
+    return _struct_type(t.row_schema), [arrow_type(f.schema) for f in keys]
+
+
 def _fits(schema: Schema) -> bool:
     """Whether values of a row field of this schema can ride in a batch column."""
     if schema.name == Decimal.LOGICAL_NAME:  # decimal128 holds up to 38 digits (and Python reads scales <= 38)
@@ -67,7 +76,7 @@ class ChangeBatcher:
 
     def __init__(self, builder: EventBuilder, partition: dict, count: Callable):
         self.builder, self.partition, self.count = builder, partition, count
-        self._fit: dict[Relation, tuple | None] = {}  # relation -> its arrow types, or None: records
+        self._fit: dict[Relation, tuple | None] = {}  # relation -> _arrow_types, or None: records
         self._last: tuple = (None, None, None)  # (relation, its schemas, its fit)
 
     def items(self, items: list[Item], events: Callable[[Item], list]) -> list:
@@ -98,12 +107,9 @@ class ChangeBatcher:
             t, fit = self._last[1], self._last[2]
         else:
             t = self.builder.table_schemas(relation)
-            fit = self._fit.get(relation, False)
-            if fit is False:
-                fields = t.row_schema.fields + (t.key_schema.fields if t.key_schema is not None else [])
-                fit = (_struct_type(t.row_schema), [arrow_type(f.schema) for f in t.key_schema.fields]
-                       if t.key_schema is not None else []) if t.row_schema.fields and all(_fits(f.schema) for f in fields) else None
-                self._fit[relation] = fit
+            if relation not in self._fit:
+                self._fit[relation] = _arrow_types(t)
+            fit = self._fit[relation]
             self._last = (relation, t, fit)
         if fit is None:
             return False

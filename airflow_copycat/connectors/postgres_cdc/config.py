@@ -26,9 +26,6 @@ Table and column filters follow Debezium's matching rules: comma-separated regul
 (``\\,`` for a literal comma), each matched case-insensitively against the whole fully-qualified
 name (``schema.table``, ``schema.table.column``), never a substring; ``pg_catalog`` and
 ``information_schema`` tables, ``pg_temp*`` schemas and ``spatial_ref_sys`` are never captured.
-
-Over 500 lines: Debezium's whole key set is one table (defined, accepted, default-only, refused) and
-the problems found across it are reported together, so it stays one module.
 """
 
 from __future__ import annotations
@@ -306,10 +303,8 @@ CONFIG_DEF = (
     .define(MAX_BATCH_SIZE, ConfigType.INT, 2048, validator=in_range(1, None),
             doc="The most events one poll returns.")
     .define(BATCH_ENABLED, ConfigType.BOOLEAN, True,
-            doc="Stream runs of one table's changes as columnar (Arrow) batches, the fast path; false: one "
-                "record per event. Both give the same records, offsets and errors (ts_ms/ts_us/ts_ns: read once "
-                "per batch); tables with a column type batches cannot hold, TRUNCATEs and updates that move a "
-                "key always go as records.")
+            doc="Stream runs of one table's changes as Arrow batches (fast); false: one record per event. The "
+                "same records, offsets and errors (ts_*: read once per batch); see docs/cdc.md.")
     .define(POLL_INTERVAL_MS, ConfigType.LONG, 500, validator=in_range(0, None),
             doc="Accepted for compatibility; a bounded run reads until it reaches the WAL position current at "
                 "its start.")
