@@ -13,7 +13,17 @@ embedded broker, or ``KAFKA_BOOTSTRAP``.
   columns, the whole process.
 * ``jdbc_sink_upsert``: JdbcSink (``insert.mode=upsert``, ``pk.mode=record_key``, ``auto.create=true``,
   tasks.max=1) into a table that does not exist yet, planned with ``make_plan`` and run in this process
-  with ``executor.run_group`` (what a Spark task runs); timed: ``run_group``.
+  with ``executor.run_group`` (what a Spark task runs); timed: ``run_group``. Every key is new, so the
+  upserts are copied straight into the table (``connectors/jdbc_sink/appends.py``); the stderr line
+  ``jdbc sink: ... metrics`` says how many rows went that way (``rows_copied_straight``).
+* ``kafka_drain`` (a bound, not a contender): a plain confluent-kafka consumer with the sink's consumer
+  settings (``WorkerConfig.consumer_config``) reading every message of the topic into memory, in rounds
+  of 10,000, to the end of each partition; timed, against ``psql_copy_from``. No sink of these records
+  can be faster than reading them: with JsonConverter envelopes (about 1 KB a row, most of it the
+  schema) reading alone takes longer than ``psql`` loading the 100-byte CSV rows.
+* CPU (stderr, ``_common.cpu_used``): microseconds per row of ``psql`` with PostgreSQL for the baseline;
+  of this process, the embedded broker and PostgreSQL for the sink. On the 2-core machine all of them
+  share, their sum per row bounds what the sink can reach.
 
 Verification: both tables hold ``--rows`` rows with the same sum of ids and of ``qty``, and the sink's
 offsets table says it wrote every record.
@@ -30,7 +40,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import create_topic, fail, kafka, note, report, timed, uid  # noqa: E402
+from _common import cpu_note, cpu_used, create_topic, fail, kafka, note, report, timed, uid  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from bench_jdbc import DEFAULT_ROWS, PG_URL, ensure_table, psql, sql  # noqa: E402
 
 from airflow_copycat.runtime.executor import run_group  # noqa: E402
@@ -76,17 +87,29 @@ def main() -> int:
             csv = os.path.join(tmp, "rows.csv")
             psql("-c", f"\\copy (SELECT * FROM {view}) TO '{csv}' CSV")
             sql(f"CREATE TABLE {target_copy} (LIKE {view} INCLUDING ALL)")
-            with timed() as t_copy:
+            children = os.times().children_user + os.times().children_system
+            with timed() as t_copy, cpu_used() as cpu_copy:
                 psql("-c", f"\\copy {target_copy} FROM '{csv}' CSV")
+            cpu_copy.pop("broker", None)
+            cpu_copy["psql"] = os.times().children_user + os.times().children_system - children
             note(f"psql \\copy FROM: {t_copy[0]:.2f} s")
+            cpu_note("psql \\copy FROM", cpu_copy, n)
+
+            with timed() as t_drain:
+                drained = drain(worker, topic, args.partitions)
+            if drained[0] != n:
+                fail(f"draining {topic}: {drained[0]} messages, expected {n}")
+            note(f"kafka drain: {drained[0]} messages, {drained[1] / 1e6:.0f} MB of keys and values in "
+                 f"{t_drain[0]:.2f} s")
 
             config = {"name": f"bench-sink-{run_id}", "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
                       "topics": topic, "connection.url": PG_URL, "table.name.format": target_sink,
                       "insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "tasks.max": 1,
                       **SCHEMAS}
             plan = make_plan(config, worker)
-            with timed() as t_sink:
+            with timed() as t_sink, cpu_used() as cpu_sink:
                 result = run_group(plan["groups"][0], worker_props)
+            cpu_note("jdbc sink", cpu_sink, n)
             note(f"jdbc sink: run_group {t_sink[0]:.2f} s, {result.get('records')} records, "
                  f"metrics {[t.get('metrics') for t in result['tasks']]}")
             if result.get("status") != "ok" or result.get("records") != n:
@@ -106,8 +129,27 @@ def main() -> int:
             sql(f"DELETE FROM copycat_sink_offsets WHERE connector = 'bench-sink-{run_id}'") \
                 if sql("SELECT to_regclass('copycat_sink_offsets') IS NOT NULL") == "t" else None
     report("psql_copy_from", n / t_copy[0], "rows/s", 1.0, "itself")
+    report("kafka_drain", n / t_drain[0], "rows/s", t_copy[0] / t_drain[0], "psql_copy_from")
     report("jdbc_sink_upsert", n / t_sink[0], "rows/s", t_copy[0] / t_sink[0], "psql_copy_from")
     return 0
+
+
+def drain(worker: WorkerConfig, topic: str, partitions: int) -> tuple[int, int]:
+    """Every message of ``topic`` read into memory by a plain consumer: ``(messages, bytes)``."""
+    consumer = Consumer(worker.consumer_config(f"bench-drain-{uid()}"))
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        count = size = ends = 0
+        while ends < partitions:
+            for m in consumer.consume(10_000, 0.1):
+                if m.error() is None:
+                    count += 1
+                    size += len(m.value()) + len(m.key() or b"")
+                else:
+                    ends += 1
+        return count, size
+    finally:
+        consumer.close()
 
 
 if __name__ == "__main__":

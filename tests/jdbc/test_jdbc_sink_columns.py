@@ -107,8 +107,9 @@ def _value(rnd: random.Random, i: int, schema: Schema, refused: bool) -> Struct:
     return Struct(schema, values)
 
 
-def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PARTITIONS) -> None:
-    """``n`` generated records: keys ``0..n/2`` (so keys repeat), partition ``key % 3``; tombstones in
+def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PARTITIONS, new_keys: bool = False) -> None:
+    """``n`` generated records: keys ``0..n/2`` (so keys repeat; with ``new_keys`` each key once, in
+    order: upserts that only insert), partition ``key % 3``; tombstones in
     partition 2 only, a second value schema (one more field) in a stretch of partition 1; every 500th
     value one the database refuses, with a key of its own (in upsert mode a refused last row of a
     key leaves the key's earlier rows of that write unwritten, so where the writes are cut would matter)."""
@@ -121,7 +122,7 @@ def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PAR
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for n_ in range(n):
         refused = n_ % 500 == 250
-        i = n + n_ if refused else rnd.randint(0, n // 2)
+        i = n + n_ if refused else n_ if new_keys else rnd.randint(0, n // 2)
         part = i % partitions
         key = keys.from_connect_data(topic, KEY, Struct(KEY, {"id": i}))
         if part == 2 and rnd.random() < 0.01:
@@ -194,6 +195,8 @@ def pg(postgres_url):
 
 MODES = {
     "upsert-record_key": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
+    # every key new: the upserts are copied straight into the table (appends.py), but for the refused rows
+    "upsert-new-keys": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     "insert-kafka": ({"insert.mode": "insert", "pk.mode": "kafka"},
                      [("__connect_topic", "TEXT"), ("__connect_partition", "INTEGER"),
                       ("__connect_offset", "BIGINT")]),
@@ -209,7 +212,7 @@ def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique,
     keys_config, key_columns = MODES[mode]
     topic = f"cols_{unique}"
     seed = int(unique, 16)  # a failure names it: produce(..., seed=...) makes the same records again
-    produce(kafka_bootstrap, topic, 3000, seed=seed)
+    produce(kafka_bootstrap, topic, 3000, seed=seed, new_keys=mode == "upsert-new-keys")
     results, tables, connectors = {}, {}, {}
     for batch in ("false", "true"):
         table = tables[batch] = f"cols_{unique}_{batch}"
@@ -234,6 +237,11 @@ def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique,
     metrics = {b: results[b]["tasks"][0]["metrics"] for b in results}
     assert metrics["false"].get("rows_columnar", 0) == 0
     assert metrics["true"]["rows_columnar"] > 300, metrics["true"]
+    straight, columnar = metrics["true"].get("rows_copied_straight", 0), metrics["true"]["rows_columnar"]
+    if mode == "upsert-new-keys":  # every row written in columns was copied straight into the table
+        assert straight == columnar, metrics["true"]
+    elif mode == "upsert-record_key":  # keys repeat: most batches merged through the staging table
+        assert straight < columnar, metrics["true"]
     assert metrics["true"]["columns_added"] == metrics["false"]["columns_added"] == 1
 
 

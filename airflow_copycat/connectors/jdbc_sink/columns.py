@@ -18,8 +18,10 @@ written in one transaction on one ADBC connection: per table and column set, the
 rows (upsert: the last of each key) are bulk-loaded into a temporary staging table
 (``adbc_ingest``) and moved with one ``INSERT ... SELECT`` (upsert: ``ON CONFLICT
 ... DO UPDATE``), then the offsets move by compare-and-set
-(:meth:`.offsets_table.OffsetsTable.moves_sql`), then it commits. When that
-transaction fails, each run is tried again in a transaction of its own.
+(:meth:`.offsets_table.OffsetsTable.moves_sql`), then it commits. Upserts of keys
+that are all new are copied straight into their tables instead (:mod:`.appends`:
+half the database's work; refused as soon as a key is there, and then staged). When
+that transaction fails, each run is tried again in a transaction of its own.
 
 The batch's last transaction runs on a writer thread while the framework consumes
 and decodes the next batch (the ADBC driver and pyarrow's JSON parser release the
@@ -60,6 +62,7 @@ from airflow_copycat.connect.records import SinkRecord
 
 from ..files.json_columns import decode_envelopes
 from ..jdbc.arrow_reader import conninfo
+from .appends import Appends
 from .config import KAFKA_PK_DEFAULTS
 from .rows import RecordError, Row, row_of
 
@@ -95,6 +98,7 @@ class ColumnWriter:
         self._conn = None
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: _InFlight | None = None
+        self.appends = Appends()
 
     # ------------------------------------------------------------ the batch
 
@@ -296,14 +300,33 @@ class ColumnWriter:
                 mine[k] = mine.get(k, 0) + v
         task.metrics["rows_columnar"] = task.metrics.get("rows_columnar", 0) + sum(r.stop - r.start
                                                                                    for _, _, r in group)
+        task.metrics["rows_copied_straight"] = self.appends.rows
         task.metrics.update(tables=task.writer.counts, tables_created=len(task.tables.created),
                             columns_added=len(task.tables.added), write_retries=task.writer.retries)
 
     def _transaction(self, runs: list[_Run], moves: dict, counts: dict) -> None:
-        conn = self._connection()
+        """Write ``runs`` and ``moves`` in one transaction and commit. Upserts whose tables
+        :mod:`.appends` wants are first copied straight in; when that copy is refused, the transaction
+        is rolled back and written through the staging table."""
         upsert = self.task.settings.insert_mode == "upsert"
+        merged = list(_merged(runs, upsert))
+        bodies = self.appends.bodies(merged) if upsert else None
+        if bodies is not None:
+            try:
+                self.appends.write(self.task._engine, self.task.dialect, self.task.offsets, merged, bodies, moves,
+                                   counts)
+                return
+            except Exception as e:  # noqa: BLE001 -- raised again unless a straight copy was refused
+                if not self.appends.refused(e):
+                    raise
+                counts.clear()
+        self._stage(merged, moves, counts, upsert)
+
+    def _stage(self, merged: list[tuple[pa.Table, _Run]], moves: dict, counts: dict, upsert: bool) -> None:
+        """The transaction through the staging table, on the ADBC connection."""
+        conn = self._connection()
         with conn.cursor() as cur:
-            for rows, first in _merged(runs, upsert):
+            for rows, first in merged:
                 cur.adbc_ingest(STAGE, rows, mode="replace", temporary=True)
                 cur.execute(self._insert_sql(first, upsert))
                 inserted, total = cur.fetchone()
@@ -311,6 +334,7 @@ class ColumnWriter:
                 c["inserted"] = c.get("inserted", 0) + int(inserted or 0)
                 if upsert:
                     c["updated"] = c.get("updated", 0) + int(total) - int(inserted or 0)
+                    self.appends.merged(first.row.table, int(inserted or 0), int(total))
             for sql, params, fenced in self.task.offsets.moves_sql(moves, lambda i: f"${i}"):
                 cur.execute(sql, params)
                 if len(cur.fetchall()) != 1:
