@@ -38,6 +38,12 @@ what Debezium's auto-created topics have):
   1,000 records, ``flush`` (``_common.produce_all``). Verified identical to the connector's topic
   (count and order-independent checksum of key+value).
 
+* ``pgoutput_decode_bound_<variant>`` (a bound, not a contender): PostgreSQL decoding the same changes
+  of a slot of its own (created with the others, before the changes) through pgoutput, counted in the
+  server (``SELECT count(*) FROM pg_logical_slot_peek_binary_changes(...)``, timed), against each
+  variant's raw producer: whatever a connector does with the changes, it cannot read them faster than
+  the server decodes them, so this ratio bounds the variant's.
+
 * ``cdc_wal_unconfirmed_after_run``: ``pg_current_wal_lsn() - confirmed_flush_lsn`` of the
   ``json_schemas`` variant's slot right after its run (which caught up: it read up to the
   position current when it started and nothing was written since), against the 1 MB target.
@@ -316,6 +322,10 @@ def main() -> int:
             check_result(f"{variant} (creating the slot)", run_group(make_plan(config, worker)["groups"][0],
                                                                      worker_props), 0)
 
+        # ---- a slot of no connector, for the bound: PostgreSQL's own decoding of the same changes
+        bound_slot = f"bench_cdc_bound_{run_id}"
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (bound_slot,))
+
         # ---- the changes
         with timed() as t:
             expected = make_changes(conn, changes)
@@ -327,6 +337,15 @@ def main() -> int:
         messages = n + expected["d"]
         producer_cfg = worker.producer_config()
         figures = []
+
+        publication = configs[variants[0]].get("publication.name", "dbz_publication")
+        with timed() as t_decode:
+            decoded = conn.execute("SELECT count(*) FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+                                   "'proto_version', '1', 'publication_names', %s)",
+                                   (bound_slot, publication)).fetchone()[0]
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (bound_slot,))
+        note(f"PostgreSQL decoded the {n} row changes into {decoded} pgoutput messages in {t_decode[0]:.2f} s, "
+             "counted in the server: no reader of this slot can be faster")
 
         for variant in variants:
             config = configs[variant]
@@ -393,6 +412,9 @@ def main() -> int:
         for variant, cdc, raw in figures:
             report(f"raw_producer_{variant}", raw, "changes/s", 1.0, "itself")
             report(f"cdc_{variant}", cdc, "changes/s", cdc / raw, f"raw_producer_{variant}")
+        for variant, _, raw in figures:  # the bound each variant's ratio has, whatever the connector does
+            report(f"pgoutput_decode_bound_{variant}", n / t_decode[0], "changes/s", n / t_decode[0] / raw,
+                   f"raw_producer_{variant}")
         if "json_schemas" in variants:
             report("cdc_wal_unconfirmed_after_run", lag["unconfirmed"], "B", lag["unconfirmed"] / TARGET_WAL,
                    "the 1 MB target")
