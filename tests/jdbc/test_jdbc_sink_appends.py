@@ -69,6 +69,13 @@ def test_a_refused_copy_is_tried_again_as_the_kind_of_refusal_says(pg, unique):
         assert not appends.wanted(table)
         appends.merged(table, 5, 5)  # only new keys again
         assert appends.wanted(table)
+        with pytest.raises(psycopg.errors.UniqueViolation) as e:  # the second time: two such merges in a row
+            appends.copy(cur, table, f'"{table}"', "id, name", csv_rows(rows, 1))
+        conn.rollback()
+        assert appends.refused(e.value)
+        for inserted, wanted in ((5, False), (4, False), (5, False), (5, True)):
+            appends.merged(table, inserted, 5)
+            assert appends.wanted(table) is wanted
 
         bad = pa.table({"c0": pa.array([7], pa.int64()), "c1": ["nul\x00"]})
         with pytest.raises(psycopg.DataError) as e:
@@ -87,6 +94,40 @@ def test_a_refused_copy_is_tried_again_as_the_kind_of_refusal_says(pg, unique):
         assert not appends.refused(RuntimeError("a failure after the copy"))
         cur.execute(f'SELECT id, name FROM "{table}" ORDER BY id')
         assert cur.fetchall() == [(1, "a"), (2, "b")]
+
+
+@pytest.mark.parametrize("shape", ["identity", "rule", "deferrable"])
+def test_tables_where_a_copy_is_not_the_upsert_are_never_copied_into(kafka_bootstrap, worker_props, unique, pg,
+                                                                      shape):
+    """Given tables where PostgreSQL refuses the upsert but a COPY would write -- a GENERATED ALWAYS identity
+    key (COPY overrides it), an INSERT rule (COPY skips it), a deferrable key (checked at commit only) --
+    when the sink upserts new keys, then the run fails as the upsert does, and nothing was written."""
+    engine, made = pg
+    topic = table = f"appends_{shape}_{unique}"
+    made += [table, f"{table}_audit"]
+    key = {"identity": "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+           "rule": "id BIGINT PRIMARY KEY", "deferrable": "id BIGINT PRIMARY KEY DEFERRABLE INITIALLY IMMEDIATE"}
+    with engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE TABLE "{table}" ({key[shape]}, name TEXT NOT NULL, qty INTEGER)'))
+        conn.execute(sa.text(f'CREATE TABLE "{table}_audit" (id BIGINT)'))
+        if shape == "rule":
+            conn.execute(sa.text(f'CREATE RULE audit AS ON INSERT TO "{table}" DO ALSO '
+                                 f'INSERT INTO "{table}_audit" VALUES (NEW.id)'))
+    admin = admin_client({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    _produce(kafka_bootstrap, topic, [(i, f"a{i}") for i in range(100)])
+    config = {"name": f"appends-{shape}-{unique}", "connector.class": "JdbcSink", "topics": topic,
+              "table.name.format": table, "connection.url": engine.url.render_as_string(hide_password=False),
+              "insert.mode": "upsert", "pk.mode": "record_key",
+              "retry.backoff.ms": "10"}  # PostgreSQL calls the deferrable key's refusal one that may pass
+    (group,) = make_plan(config, WorkerConfig(worker_props, env={}))["groups"]
+    result = run_group(group, worker_props)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT count(*) FROM "{table}"')).scalar()
+        audited = conn.execute(sa.text(f'SELECT count(*) FROM "{table}_audit"')).scalar()
+    why = {"identity": "GENERATED ALWAYS", "rule": "rules", "deferrable": "deferrable"}[shape]
+    assert result["status"] == "failed" and why in result["tasks"][0]["error"], result
+    assert (rows, audited) == (0, 0)
 
 
 def test_csv_rows_are_in_key_order_and_tell_nulls_from_empty_strings():
@@ -132,7 +173,7 @@ def test_upserts_go_straight_in_while_keys_are_new_and_merge_once_they_are_not(k
         return _run(f"appends-{unique}", topic, table, engine, worker_props)
 
     first = run([(i, f"a{i}") for i in range(500)])
-    assert first["rows_copied_straight"] == 500 and first["tables"][table] == {"inserted": 500}
+    assert first["rows_copied_straight"] == 500 and first["tables"][table] == {"inserted": 500, "updated": 0}
     second = run([(i, f"b{i}") for i in range(499, -1, -1)])
     assert second["rows_copied_straight"] == 0
     assert second["tables"][table] == {"inserted": 0, "updated": 500}

@@ -313,9 +313,9 @@ class ColumnWriter:
         bodies = self.appends.bodies(merged) if upsert else None
         if bodies is not None:
             try:
-                self.appends.write(self.task._engine, self.task.dialect, self.task.offsets, merged, bodies, moves,
-                                   counts)
-                return
+                if self.appends.write(self.task._engine, self.task.dialect, self.task.offsets, merged, bodies,
+                                      moves, counts):
+                    return
             except Exception as e:  # noqa: BLE001 -- raised again unless a straight copy was refused
                 if not self.appends.refused(e):
                     raise
@@ -334,7 +334,7 @@ class ColumnWriter:
                 c["inserted"] = c.get("inserted", 0) + int(inserted or 0)
                 if upsert:
                     c["updated"] = c.get("updated", 0) + int(total) - int(inserted or 0)
-                    self.appends.merged(first.row.table, int(inserted or 0), int(total))
+                    self.appends.merged(first.row.table, int(inserted or 0), rows.num_rows)
             for sql, params, fenced in self.task.offsets.moves_sql(moves, lambda i: f"${i}"):
                 cur.execute(sql, params)
                 if len(cur.fetchall()) != 1:
@@ -346,9 +346,12 @@ class ColumnWriter:
         cols = ", ".join(d.ident(n) for n in names)
         select = ", ".join(f"CAST(c{i} AS NUMERIC)" if i in run.numeric else f"c{i}" for i in range(len(names)))
         conflict = d.on_conflict(names, run.row.key_columns) if upsert else ""
-        # rows locked in key order: two writers upserting the same keys wait for each other, never deadlock
-        order = " ORDER BY " + ", ".join(f"c{names.index(k)}" for k in run.row.key_columns) \
-            if upsert and run.row.key_columns else ""
+        # rows locked in key order: two writers upserting the same keys wait for each other, never deadlock;
+        # text in byte order, as the straight copies sort it (appends.py), whatever the database's collation
+        types = run.table.schema.types
+        order = " ORDER BY " + ", ".join(
+            f"c{i}" + (' COLLATE "C"' if pa.types.is_string(types[i]) else "")
+            for i in (names.index(k) for k in run.row.key_columns)) if upsert and run.row.key_columns else ""
         return (f"WITH ins AS (INSERT INTO {d.table(run.row.table)} ({cols}) SELECT {select} FROM {STAGE}{order}{conflict} "
                 "RETURNING (xmax = 0) AS i) SELECT count(*) FILTER (WHERE i), count(*) FROM ins")
 

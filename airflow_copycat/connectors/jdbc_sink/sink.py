@@ -76,8 +76,9 @@ class JdbcSinkTask(SinkTask):
     ``metrics``: ``tables`` (per table: ``inserted``, ``updated``, ``upserted`` where
     the database does not tell the two apart, ``deleted``), ``tombstones_skipped``,
     ``tables_created``, ``columns_added``, ``write_retries``, ``rows_columnar`` (records written
-    through the columns of :mod:`.columns`), ``rows_copied_straight`` (of those, upserted rows copied
-    straight into their table because none of their keys was there, :mod:`.appends`).
+    through the columns of :mod:`.columns`), ``rows_copied_straight`` (upserted rows -- the last of each
+    key in a consume round -- copied straight into their table because none of their keys was there,
+    :mod:`.appends`).
     """
 
     def __init__(self) -> None:
