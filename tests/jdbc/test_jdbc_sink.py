@@ -427,3 +427,38 @@ def test_tasks_starting_at_once_on_a_fresh_database_all_start_and_write(db, sink
         with db.engine.begin() as conn:
             q = "`" if db.kind == "mariadb" else '"'
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}{offsets}{q}"))
+
+
+def test_refusals_of_the_statement_fail_at_once_and_failures_that_may_pass_are_retried(postgres_url):
+    """Real PostgreSQL errors, classified by the writer: a row's values are the record's; a lock not
+    available or a statement timeout may pass (retried); ON CONFLICT on a deferrable key (a driver's
+    OperationalError, SQLSTATE 55000) is refused whatever the retries: the run fails at once."""
+    from airflow_copycat.connectors.jdbc_sink.writer import error_kind
+
+    engine = sa.create_engine(postgres_url)
+    table = f"t_kinds_{uuid.uuid4().hex[:8]}"
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'CREATE TABLE "{table}" (id BIGINT PRIMARY KEY DEFERRABLE, n TEXT)')
+            conn.exec_driver_sql(f'INSERT INTO "{table}" VALUES (1, \'a\')')
+
+        def kind(*statements: str) -> str:
+            with engine.connect() as conn:
+                with pytest.raises(sa.exc.DBAPIError) as e:
+                    for sql in statements:
+                        conn.exec_driver_sql(sql)
+                conn.rollback()
+            return error_kind(e.value)
+
+        assert kind(f'INSERT INTO "{table}" VALUES (1, \'b\') ON CONFLICT (id) DO UPDATE SET n = EXCLUDED.n') == "fatal"
+        assert kind("SET statement_timeout = 10", "SELECT pg_sleep(1)") == "retry"
+        assert kind(f'INSERT INTO "{table}" VALUES (1, \'b\')', "COMMIT") == "record"
+        with engine.connect() as holder:
+            holder.exec_driver_sql(f'SELECT * FROM "{table}" FOR UPDATE')
+            assert kind("SET lock_timeout = 10", f'SELECT * FROM "{table}" FOR UPDATE') == "retry"
+            holder.rollback()
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{table}"')
+        engine.dispose()
+

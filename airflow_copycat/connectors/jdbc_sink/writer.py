@@ -41,14 +41,28 @@ from .tables import Tables
 log = logging.getLogger(__name__)
 
 
+_PASSING_CLASSES = ("08", "40", "53", "57", "58")
+"""SQLSTATE classes of failures that may pass: connection, transaction rollback (serialization
+failure, deadlock), insufficient resources, operator intervention (a shutdown, a cancelled
+statement), system errors."""
+_PASSING_STATES = ("55P03", "55006")  # lock not available, object in use
+
+
 def error_kind(e: BaseException) -> str:
     """``record`` (the database refused a row's values), ``retry`` (may pass), or ``fatal``, from the
-    DB-API exception class (PEP 249 names, whatever the driver)."""
+    DB-API exception class (PEP 249 names, whatever the driver). An ``OperationalError`` that carries a
+    SQLSTATE (PostgreSQL's drivers) may pass only in the classes that say so: drivers put refusals of
+    the statement itself there too (``ON CONFLICT`` on a deferrable key: 55000), which no retry mends."""
     orig = getattr(e, "orig", None) or e
     names = {c.__name__ for c in type(orig).__mro__}
     if names & {"IntegrityError", "DataError"}:
         return "record"
-    if "OperationalError" in names or isinstance(e, sa.exc.DisconnectionError):
+    if isinstance(e, sa.exc.DisconnectionError):
+        return "retry"
+    if "OperationalError" in names:
+        state = str(getattr(orig, "sqlstate", None) or "")
+        if state and not (state[:2] in _PASSING_CLASSES or state in _PASSING_STATES):
+            return "fatal"
         return "retry"
     return "fatal"
 
