@@ -52,3 +52,18 @@ def db(request, tmp_path):
     d = Db(kind, url)
     yield d
     d.close()
+
+
+@pytest.fixture
+def pg(postgres_url):
+    """``(engine, made)`` on the test PostgreSQL: the tables (and their ``<table>_view`` views) named in
+    ``made`` are dropped after the test."""
+    engine = sa.create_engine(postgres_url)
+    made: list[str] = []
+    yield engine, made
+    with engine.begin() as conn:
+        for t in made:
+            conn.execute(sa.text(f'DROP VIEW IF EXISTS "{t}_view"'))
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
+    engine.dispose()
+

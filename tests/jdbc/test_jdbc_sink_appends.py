@@ -30,18 +30,6 @@ VALUE = (SchemaBuilder.struct().name("v").field("id", Schema.INT64).field("name"
          .field("qty", Schema.OPTIONAL_INT32).build())
 
 
-@pytest.fixture
-def pg(postgres_url):
-    engine = sa.create_engine(postgres_url)
-    made: list[str] = []
-    yield engine, made
-    with engine.begin() as conn:
-        for t in made:
-            conn.execute(sa.text(f'DROP VIEW IF EXISTS "{t}_view"'))
-            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
-    engine.dispose()
-
-
 def _psycopg(engine) -> psycopg.Connection:
     return psycopg.connect(engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
 

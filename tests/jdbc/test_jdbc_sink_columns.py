@@ -182,17 +182,6 @@ def small_rounds(monkeypatch):
     monkeypatch.setattr(sink_runtime, "CONSUME_BATCH_COLUMNS", 300)
 
 
-@pytest.fixture
-def pg(postgres_url):
-    engine = sa.create_engine(postgres_url)
-    made: list[str] = []
-    yield engine, made
-    with engine.begin() as conn:
-        for t in made:
-            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
-    engine.dispose()
-
-
 MODES = {
     "upsert-record_key": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     # every key new: the upserts are copied straight into the table (appends.py), but for the refused rows

@@ -15,7 +15,6 @@ import sys
 import textwrap
 import time
 
-import pytest
 import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -59,17 +58,6 @@ def run(config: dict, worker_props: dict) -> dict:
 def rows(engine, table: str) -> list[tuple]:
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(sa.text(f'SELECT id, name, qty FROM "{table}" ORDER BY id'))]
-
-
-@pytest.fixture
-def pg(postgres_url):
-    engine = sa.create_engine(postgres_url)
-    made = []
-    yield engine, made
-    with engine.begin() as conn:
-        for t in made:
-            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
-    engine.dispose()
 
 
 def test_upserts_and_deletes_from_kafka_then_a_rerun_writes_nothing_twice(kafka_bootstrap, worker_props, unique, pg):
