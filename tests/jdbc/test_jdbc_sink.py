@@ -462,3 +462,28 @@ def test_refusals_of_the_statement_fail_at_once_and_failures_that_may_pass_are_r
             conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{table}"')
         engine.dispose()
 
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("column", ["TEXT", "copycat_test_mood"])
+def test_text_and_enum_keys_upsert_locked_in_one_order(db, sink, column):
+    """Given a text key (locked in byte order, COLLATE "C", as the column path's copies sort it) and an
+    enum key (which takes no collation), when records upsert and update the same keys, then the rows
+    are written."""
+    key_schema = SchemaBuilder.struct().name("CodeKey").field("code", Schema.STRING).build()
+    value_schema = (SchemaBuilder.struct().name("CodeValue").field("code", Schema.STRING)
+                    .field("n", Schema.INT32).build())
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key"})
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DO $$ BEGIN CREATE TYPE copycat_test_mood AS ENUM ('a', 'B', 'b'); "
+                             "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        conn.exec_driver_sql(f'CREATE TABLE "{s.table}" (code {column} PRIMARY KEY, n INTEGER NOT NULL)')
+    s.start()
+
+    def put(first: int, n: int) -> None:
+        s.put([rec(first + i, {"code": code, "n": n}, key=Struct(key_schema, {"code": code}), sink=s,
+                   schema=value_schema, key_schema=key_schema) for i, code in enumerate(["b", "B", "a"])])
+
+    put(0, 1)
+    put(3, 2)
+    assert sorted(s.rows(order="n")) == [("B", 2), ("a", 2), ("b", 2)]
+

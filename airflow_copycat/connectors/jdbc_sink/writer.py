@@ -185,13 +185,21 @@ class Writer:
             if not upsert:
                 c["inserted"] = c.get("inserted", 0) + len(rows)
                 return
-            order = ", ".join(d.ident(k) for k in first.key_columns)
+            order = ", ".join(d.ident(k) + self._byte_order(first.table, k) for k in first.key_columns)
             cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage} ORDER BY {order}"
                         f"{d.on_conflict(columns, first.key_columns)} RETURNING (xmax = 0)")
             flags = [f for (f,) in cur.fetchall()]
         inserted = sum(1 for f in flags if f)
         c["inserted"] = c.get("inserted", 0) + inserted
         c["updated"] = c.get("updated", 0) + len(flags) - inserted
+
+
+    def _byte_order(self, table: str, column: str) -> str:
+        """`` COLLATE "C"`` for a text column: rows are locked in the order of the runs' keys (Python's, by
+        code point: the column path's too), not the database's collation; two writers of the same keys
+        then wait for each other instead of deadlocking."""
+        column_type = (self.tables.column_types(table) or {}).get(self.tables.fold(column))
+        return ' COLLATE "C"' if isinstance(column_type, sa.String) and not isinstance(column_type, sa.Enum) else ""
 
 
 def _short(e: BaseException, limit: int = 300) -> str:
