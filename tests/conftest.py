@@ -27,7 +27,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 def pytest_collection_modifyitems(session, config, items):
     """The longest tests first: end-to-end files (Airflow's services, a browser), then the other
     ``slow`` ones, then the rest, each group in its usual order. ``make test`` runs the suite in
-    two processes (pytest-xdist, whole files per process, ``--no-loadscope-reorder`` keeping this
+    three processes (pytest-xdist, whole files per process, ``--no-loadscope-reorder`` keeping this
     order), so the long files start at once, side by side, while the quick ones fill the gaps;
     run alone, the order changes nothing else (each test sets up what it needs)."""
     def weight(item) -> int:
