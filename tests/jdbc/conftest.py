@@ -67,3 +67,35 @@ def pg(postgres_url):
             conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
     engine.dispose()
 
+
+
+@pytest.fixture(scope="session")
+def latin1_postgres_url(postgres_url):
+    """URL of a database in LATIN1 (C collation) on the test PostgreSQL, made for the session and dropped
+    after it. Its sessions talk LATIN1 unless a client asks for another encoding, as any connection to a
+    LATIN1 database does by default."""
+    import uuid
+
+    name = f"copycat_latin1_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+                             "TEMPLATE template0"))
+    try:
+        yield sa.engine.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+@pytest.fixture
+def latin1_pg(latin1_postgres_url):
+    """``(engine, made)`` as :func:`pg`, on the LATIN1 database of :func:`latin1_postgres_url`."""
+    engine = sa.create_engine(latin1_postgres_url)
+    made: list[str] = []
+    yield engine, made
+    with engine.begin() as conn:
+        for t in made:
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
+    engine.dispose()

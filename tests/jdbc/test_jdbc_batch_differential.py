@@ -21,6 +21,7 @@ from airflow_copycat.connect import ConnectException, SourceBatch, Struct
 from airflow_copycat.connect.assignment import canonical
 from airflow_copycat.connect.task import OffsetStorageReader, SourceTaskContext
 from airflow_copycat.connectors.jdbc import JdbcSourceConnector, JdbcSourceTask
+from tests.jdbc.conftest import Db
 
 ZONE = "Europe/Berlin"
 D = decimal.Decimal
@@ -190,6 +191,31 @@ def test_batches_mean_the_records_of_the_record_path(db, unique, case):
         assert g == e, f"record {k} differs"
     if "look-back" not in case:
         assert batches > 0, "the batch path was not taken"
+
+
+_LATIN1_TEXT = ["café", "Ærø ß ÿ", "¿qué? ¡sí!", "plain", "tab\there", "\xa0 ½ © µ", "ctl \x01\x1f", ""]
+
+
+def test_a_latin1_database_gives_its_text_the_same_on_both_paths(latin1_postgres_url, unique):
+    """Given a table of a LATIN1 database (whose sessions talk LATIN1 unless a client asks for UTF-8),
+    when it is read through batches and through records, then both give every text as it was written
+    (ADBC read LATIN1 bytes as UTF-8: garbled text, U+FFFD)."""
+    db = Db("postgresql", latin1_postgres_url)
+    try:
+        name = f"diff_latin1_{unique}"
+        table = _table(db, name)
+        rows = _rows(db, 80, seed=11)
+        for i, row in enumerate(rows):
+            row["txt"] = _LATIN1_TEXT[i % len(_LATIN1_TEXT)]
+        db.insert(table, rows)
+        expected, _ = _records(_config(db, name, "incrementing", False))
+        got, batches = _records(_config(db, name, "incrementing", True))
+        assert batches > 0, "the batch path was not taken"
+        texts = [dict(value)["txt"] for _, _, _, value, *_ in got]
+        assert texts == [row["txt"] for row in rows]
+        assert got == expected
+    finally:
+        db.close()
 
 
 def test_query_mode_and_a_resumed_offset(db, unique):

@@ -61,6 +61,10 @@ EDGE_TIMES = [dt.datetime(2024, 3, 31, 0, 59, 59, 999000, UTC), dt.datetime(2024
               dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 22, 0, tzinfo=UTC)]
 TEXTS = ["", "plain", "it's \"quoted\"", "back\\slash", "line\nbreak\r\n", "tab\there", "ünïcødé €", "😀 emoji",
          "NULL", "\\N", "comma, separated"]
+LATIN1_TEXTS = [t for t in TEXTS if t.isascii()] + ["ünïcødé ½ ©", "Ærø ß ÿ ¿¡"]
+"""For a LATIN1 database: texts it holds."""
+LATIN1_LACKS = ["price €5", "😀 emoji"]
+"""Texts a LATIN1 database refuses (SQLSTATE 22P05), as rows it refuses."""
 
 
 def _float32(rnd: random.Random) -> float:
@@ -76,9 +80,9 @@ def _float32(rnd: random.Random) -> float:
                        rnd.uniform(-1e10, 1e10)])
 
 
-def _value(rnd: random.Random, i: int, schema: Schema, refused: bool) -> Struct:
+def _value(rnd: random.Random, i: int, schema: Schema, refused: bool, latin1: bool = False) -> Struct:
     """Generated values; ``refused``: one the database refuses (an ``i32`` of 13 against a CHECK
-    constraint, or a NUL character in a string)."""
+    constraint, or a NUL character in a string; with ``latin1``, also a character LATIN1 lacks)."""
     def maybe(v):
         return None if rnd.random() < 0.1 else v
 
@@ -96,23 +100,25 @@ def _value(rnd: random.Random, i: int, schema: Schema, refused: bool) -> Struct:
         "tod": maybe(dt.time(rnd.randint(0, 23), rnd.randint(0, 59), rnd.randint(0, 59), rnd.randint(0, 999) * 1000)),
         "ts": maybe(rnd.choice(EDGE_TIMES) if rnd.random() < 0.3 else
                     dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=rnd.randint(0, 10 ** 11))),
-        "s": maybe(rnd.choice(TEXTS) + str(rnd.randint(0, 9))),
+        "s": maybe(rnd.choice(LATIN1_TEXTS if latin1 else TEXTS) + str(rnd.randint(0, 9))),
         "b": maybe(bytes(rnd.randint(0, 255) for _ in range(rnd.randint(0, 8)))),
         "flag": maybe(rnd.random() < 0.5),
     }
     if schema is VALUE_EXTRA:
         values["extra"] = maybe(f"extra {i}")
     if refused:
-        values.update({"i32": 13} if rnd.random() < 0.5 else {"s": "nul\x00"})
+        values.update({"i32": 13} if rnd.random() < 0.5 else {"s": rnd.choice(["nul\x00"] + (LATIN1_LACKS if latin1 else []))})
     return Struct(schema, values)
 
 
-def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PARTITIONS, new_keys: bool = False) -> None:
+def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PARTITIONS, new_keys: bool = False,
+            latin1: bool = False) -> None:
     """``n`` generated records: keys ``0..n/2`` (so keys repeat; with ``new_keys`` each key once, in
     order: upserts that only insert), partition ``key % 3``; tombstones in
     partition 2 only, a second value schema (one more field) in a stretch of partition 1; every 500th
     value one the database refuses, with a key of its own (in upsert mode a refused last row of a
-    key leaves the key's earlier rows of that write unwritten, so where the writes are cut would matter)."""
+    key leaves the key's earlier rows of that write unwritten, so where the writes are cut would matter).
+    ``latin1``: texts a LATIN1 database holds, but in refused rows (:data:`LATIN1_LACKS`)."""
     admin = admin_client({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
     values, keys = JsonConverter(), JsonConverter()
@@ -129,7 +135,8 @@ def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PAR
             p.produce(topic, None, key, partition=part)
             continue
         schema = VALUE_EXTRA if part == 1 and n // 3 < n_ < n // 2 else VALUE
-        p.produce(topic, values.from_connect_data(topic, schema, _value(rnd, i, schema, refused)), key, partition=part)
+        p.produce(topic, values.from_connect_data(topic, schema, _value(rnd, i, schema, refused, latin1)), key,
+                  partition=part)
     assert p.flush(30) == 0
 
 
@@ -186,6 +193,9 @@ MODES = {
     "upsert-record_key": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     # every key new: the upserts are copied straight into the table (appends.py), but for the refused rows
     "upsert-new-keys": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
+    # the same into a LATIN1 database: its text converted from UTF-8 by the server on every path, and the
+    # strings with characters LATIN1 lacks ("€", "😀") refused by it the same way (SQLSTATE 22P05)
+    "upsert-new-keys-latin1": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     "insert-kafka": ({"insert.mode": "insert", "pk.mode": "kafka"},
                      [("__connect_topic", "TEXT"), ("__connect_partition", "INTEGER"),
                       ("__connect_offset", "BIGINT")]),
@@ -193,15 +203,16 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique, pg, mode):
+def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique, request, mode):
     """Given generated records (some refused, some tombstones, a schema change) and tolerance, when the
     sink copies them once through records and once through columns, then both tables, offsets and
     dead letters are the same, and the columnar run wrote most rows through columns."""
-    engine, made = pg
+    engine, made = request.getfixturevalue("latin1_pg" if mode.endswith("-latin1") else "pg")
     keys_config, key_columns = MODES[mode]
     topic = f"cols_{unique}"
     seed = int(unique, 16)  # a failure names it: produce(..., seed=...) makes the same records again
-    produce(kafka_bootstrap, topic, 3000, seed=seed, new_keys=mode == "upsert-new-keys")
+    produce(kafka_bootstrap, topic, 3000, seed=seed, new_keys=mode.startswith("upsert-new-keys"),
+            latin1=mode.endswith("-latin1"))
     results, tables, connectors = {}, {}, {}
     for batch in ("false", "true"):
         table = tables[batch] = f"cols_{unique}_{batch}"
@@ -227,8 +238,14 @@ def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique,
     assert metrics["false"].get("rows_columnar", 0) == 0
     assert metrics["true"]["rows_columnar"] > 300, metrics["true"]
     straight, columnar = metrics["true"].get("rows_copied_straight", 0), metrics["true"]["rows_columnar"]
-    if mode == "upsert-new-keys":  # every row written in columns was copied straight into the table
+    if mode.startswith("upsert-new-keys"):  # every row written in columns was copied straight into the table
         assert straight == columnar, metrics["true"]
+    if mode == "upsert-new-keys-latin1":
+        lacking = [m for *_, m in dead["true"] if "has no equivalent in encoding" in m]
+        assert lacking, f"seed {seed}: no string LATIN1 lacks was refused {dead['true']}"
+        with engine.connect() as conn:  # the text is LATIN1's own, not UTF-8 bytes read as LATIN1
+            stored = {r[0] for r in conn.execute(sa.text(f'SELECT s FROM "{tables["true"]}" WHERE s IS NOT NULL'))}
+        assert {t.rstrip("0123456789") for t in stored} <= set(LATIN1_TEXTS), f"seed {seed}"
     elif mode == "upsert-record_key":  # keys repeat: batches merged through the staging table, updating rows
         assert straight < columnar and metrics["true"]["tables"][tables["true"]]["updated"] > 0, metrics["true"]
     assert metrics["true"]["columns_added"] == metrics["false"]["columns_added"] == 1

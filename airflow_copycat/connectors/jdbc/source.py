@@ -122,11 +122,25 @@ def _secret(v: Any) -> str | None:
     return v.value if isinstance(v, Password) else str(v)
 
 
+UTF8_DRIVERS = ("psycopg", "psycopg2")
+"""PostgreSQL drivers that take libpq's ``client_encoding`` as a connect argument."""
+
+
 def create_engine(values: dict[str, Any]) -> sa.Engine:
+    """The connector's engine for its ``connection.*`` keys. MySQL/MariaDB sessions run in UTC
+    (:func:`_utc_session`). PostgreSQL sessions (psycopg, psycopg2) talk UTF-8 whatever the database's
+    encoding or the URL, role or environment (``PGCLIENTENCODING``) set, as PgJDBC's always do: the
+    Arrow paths (ADBC, ``COPY``) exchange text as UTF-8 bytes, which the server converts from and to
+    the database's encoding, so the record path must too to read and write the same text and be
+    refused the same way -- a character the database's encoding lacks is the server's error 22P05
+    on every path, not a driver's encoding error on one of them."""
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
+    connect_args = {}
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() in UTF8_DRIVERS:
+        connect_args["client_encoding"] = "UTF8"
     try:
-        engine = sa.create_engine(url, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ImportError as e:  # the URL's driver (psycopg, pymysql) comes with the jdbc extra
         raise explain(e, "jdbc", f"a {url.get_backend_name()} connection") from e
     if engine.dialect.name in ("mysql", "mariadb"):
