@@ -70,17 +70,19 @@ def pg(postgres_url):
 
 
 @pytest.fixture(scope="session")
-def latin1_postgres_url(postgres_url):
-    """URL of a database in LATIN1 (C collation) on the test PostgreSQL, made for the session and dropped
-    after it. Its sessions talk LATIN1 unless a client asks for another encoding, as any connection to a
-    LATIN1 database does by default."""
+def legacy_postgres_url(postgres_url):
+    """URL of a database set up as older ones often are, on the test PostgreSQL, made for the session
+    and dropped after it: encoding LATIN1 (C collation), so its sessions talk LATIN1 unless a client
+    asks for another encoding, and ``extra_float_digits=0`` (PostgreSQL's default before 12), so floats
+    printed as text are rounded to 15 significant digits unless a session asks for more."""
     import uuid
 
-    name = f"copycat_latin1_{uuid.uuid4().hex[:8]}"
+    name = f"copycat_legacy_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     with admin.connect() as conn:
         conn.execute(sa.text(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
                              "TEMPLATE template0"))
+        conn.execute(sa.text(f"ALTER DATABASE {name} SET extra_float_digits = 0"))
     try:
         yield sa.engine.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     finally:
@@ -90,9 +92,9 @@ def latin1_postgres_url(postgres_url):
 
 
 @pytest.fixture
-def latin1_pg(latin1_postgres_url):
-    """``(engine, made)`` as :func:`pg`, on the LATIN1 database of :func:`latin1_postgres_url`."""
-    engine = sa.create_engine(latin1_postgres_url)
+def legacy_pg(legacy_postgres_url):
+    """``(engine, made)`` as :func:`pg`, on the database of :func:`legacy_postgres_url`."""
+    engine = sa.create_engine(legacy_postgres_url)
     made: list[str] = []
     yield engine, made
     with engine.begin() as conn:

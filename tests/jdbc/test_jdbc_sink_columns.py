@@ -193,8 +193,8 @@ MODES = {
     "upsert-record_key": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     # every key new: the upserts are copied straight into the table (appends.py), but for the refused rows
     "upsert-new-keys": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
-    # the same into a LATIN1 database: its text converted from UTF-8 by the server on every path, and the
-    # strings with characters LATIN1 lacks ("€", "😀") refused by it the same way (SQLSTATE 22P05)
+    # the same into a LATIN1 database (legacy_pg): its text converted from UTF-8 by the server on every path,
+    # and the strings with characters LATIN1 lacks ("€", "😀") refused by it the same way (SQLSTATE 22P05)
     "upsert-new-keys-latin1": ({"insert.mode": "upsert", "pk.mode": "record_key"}, [("id", "BIGINT")]),
     "insert-kafka": ({"insert.mode": "insert", "pk.mode": "kafka"},
                      [("__connect_topic", "TEXT"), ("__connect_partition", "INTEGER"),
@@ -207,7 +207,7 @@ def test_columns_write_what_records_write(kafka_bootstrap, worker_props, unique,
     """Given generated records (some refused, some tombstones, a schema change) and tolerance, when the
     sink copies them once through records and once through columns, then both tables, offsets and
     dead letters are the same, and the columnar run wrote most rows through columns."""
-    engine, made = request.getfixturevalue("latin1_pg" if mode.endswith("-latin1") else "pg")
+    engine, made = request.getfixturevalue("legacy_pg" if mode.endswith("-latin1") else "pg")
     keys_config, key_columns = MODES[mode]
     topic = f"cols_{unique}"
     seed = int(unique, 16)  # a failure names it: produce(..., seed=...) makes the same records again

@@ -123,22 +123,28 @@ def _secret(v: Any) -> str | None:
 
 
 UTF8_DRIVERS = ("psycopg", "psycopg2")
-"""PostgreSQL drivers that take libpq's ``client_encoding`` as a connect argument."""
+"""PostgreSQL drivers that take libpq's ``client_encoding`` and ``options`` as connect arguments."""
 
 
 def create_engine(values: dict[str, Any]) -> sa.Engine:
     """The connector's engine for its ``connection.*`` keys. MySQL/MariaDB sessions run in UTC
-    (:func:`_utc_session`). PostgreSQL sessions (psycopg, psycopg2) talk UTF-8 whatever the database's
-    encoding or the URL, role or environment (``PGCLIENTENCODING``) set, as PgJDBC's always do: the
-    Arrow paths (ADBC, ``COPY``) exchange text as UTF-8 bytes, which the server converts from and to
-    the database's encoding, so the record path must too to read and write the same text and be
-    refused the same way -- a character the database's encoding lacks is the server's error 22P05
-    on every path, not a driver's encoding error on one of them."""
+    (:func:`_utc_session`). PostgreSQL sessions (psycopg, psycopg2) start as PgJDBC's do, whatever
+    the database, role, URL or environment (``PGCLIENTENCODING``) set:
+
+    * ``client_encoding=UTF8``: the Arrow paths (ADBC, ``COPY``) exchange text as UTF-8 bytes, which
+      the server converts from and to the database's encoding, so the record path must too to read
+      and write the same text and be refused the same way -- a character the database's encoding
+      lacks is the server's error 22P05 on every path, not a driver's encoding error on one of them;
+    * ``extra_float_digits=3`` (after the URL's own ``options``): the record path reads floats as
+      text, which a database or role with ``extra_float_digits=0`` (older PostgreSQL's default)
+      rounds to 15 digits -- 0.30000000000000004 read as 0.3 -- where ADBC's binary values are exact."""
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
     connect_args = {}
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in UTF8_DRIVERS:
-        connect_args["client_encoding"] = "UTF8"
+        options = url.query.get("options") or ""
+        options = options if isinstance(options, str) else options[-1]
+        connect_args.update(client_encoding="UTF8", options=f"{options} -c extra_float_digits=3".strip())
     try:
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ImportError as e:  # the URL's driver (psycopg, pymysql) comes with the jdbc extra
