@@ -73,8 +73,9 @@ def pg(postgres_url):
 def legacy_postgres_url(postgres_url):
     """URL of a database set up as older ones often are, on the test PostgreSQL, made for the session
     and dropped after it: encoding LATIN1 (C collation), so its sessions talk LATIN1 unless a client
-    asks for another encoding, and ``extra_float_digits=0`` (PostgreSQL's default before 12), so floats
-    printed as text are rounded to 15 significant digits unless a session asks for more."""
+    asks for another encoding; ``extra_float_digits=0`` (PostgreSQL's default before 12), so floats
+    printed as text are rounded to 15 significant digits unless a session asks for more; dates printed
+    ``SQL, DMY`` and intervals ``sql_standard``."""
     import uuid
 
     name = f"copycat_legacy_{uuid.uuid4().hex[:8]}"
@@ -82,7 +83,9 @@ def legacy_postgres_url(postgres_url):
     with admin.connect() as conn:
         conn.execute(sa.text(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
                              "TEMPLATE template0"))
-        conn.execute(sa.text(f"ALTER DATABASE {name} SET extra_float_digits = 0"))
+        for setting, value in (("extra_float_digits", "0"), ("DateStyle", "'SQL, DMY'"),
+                               ("IntervalStyle", "sql_standard")):
+            conn.execute(sa.text(f"ALTER DATABASE {name} SET {setting} = {value}"))
     try:
         yield sa.engine.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     finally:

@@ -196,11 +196,13 @@ def test_batches_mean_the_records_of_the_record_path(db, unique, case):
 _LATIN1_TEXT = ["café", "Ærø ß ÿ", "¿qué? ¡sí!", "plain", "tab\there", "\xa0 ½ © µ", "ctl \x01\x1f", ""]
 
 
-def test_a_legacy_database_gives_its_text_and_floats_the_same_on_both_paths(legacy_postgres_url, unique):
-    """Given a table of a LATIN1 database with ``extra_float_digits=0`` (whose sessions talk LATIN1 and
-    print floats rounded unless a client asks otherwise), when it is read through batches and through
-    records, then both give every text and every float as it was written (ADBC read LATIN1 bytes as
-    UTF-8: garbled text; the record path read 0.1 + 0.2 as 0.3)."""
+def test_a_legacy_database_gives_its_values_the_same_on_both_paths(legacy_postgres_url, unique):
+    """Given a table of a LATIN1 database with ``extra_float_digits=0``, DateStyle ``SQL, DMY`` and
+    IntervalStyle ``sql_standard`` (whose sessions talk LATIN1 and print floats rounded, dates and
+    intervals their way unless a client asks otherwise), when it is read through batches and through
+    records, then both give every text, float and timestamp as it was written, and an interval (read
+    as records) as in any database (before: ADBC read LATIN1 bytes as UTF-8; the record path read
+    0.1 + 0.2 as 0.3, and could parse neither the timestamps with a time zone nor the interval)."""
     db = Db("postgresql", legacy_postgres_url)
     try:
         name = f"diff_latin1_{unique}"
@@ -216,7 +218,16 @@ def test_a_legacy_database_gives_its_text_and_floats_the_same_on_both_paths(lega
         values = [dict(value) for _, _, _, value, *_ in expected]
         assert [v["txt"] for v in values] == [row["txt"] for row in rows]
         assert [v["d"] for v in values] == [_norm(row["d"]) for row in rows]
+        assert [v["tz"] for v in values] == [row["tz"] for row in rows]
         assert got == expected
+
+        spans = db.create(sa.Table(f"spans_{unique}", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True),
+                                   sa.Column("span", sa.Interval)))
+        db.insert(spans, [{"id": 1, "span": dt.timedelta(days=-3, hours=4, minutes=5, seconds=6.7)}])
+        for enabled in (False, True):
+            cfg = _config(db, spans.name, "incrementing", enabled)
+            ((*_, value, _, _, _),), _ = _records(cfg)
+            assert dict(value)["span"] == str(dt.timedelta(days=-3, hours=4, minutes=5, seconds=6.7))
     finally:
         db.close()
 
@@ -258,8 +269,6 @@ def test_a_timestamp_in_a_daylight_saving_gap_fails_the_same_way(db, unique):
 
 
 def test_postgresql_values_without_an_arrow_form_fall_back_to_records(postgres_url, unique):
-    from tests.jdbc.conftest import Db
-
     db = Db("postgresql", postgres_url)
     try:
         name = f"diffnan_{unique}"

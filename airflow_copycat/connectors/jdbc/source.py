@@ -124,6 +124,7 @@ def _secret(v: Any) -> str | None:
 
 UTF8_DRIVERS = ("psycopg", "psycopg2")
 """PostgreSQL drivers that take libpq's ``client_encoding`` and ``options`` as connect arguments."""
+_SESSION_OPTIONS = "-c extra_float_digits=3 -c DateStyle=ISO -c IntervalStyle=postgres"
 
 
 def create_engine(values: dict[str, Any]) -> sa.Engine:
@@ -135,16 +136,18 @@ def create_engine(values: dict[str, Any]) -> sa.Engine:
       the server converts from and to the database's encoding, so the record path must too to read
       and write the same text and be refused the same way -- a character the database's encoding
       lacks is the server's error 22P05 on every path, not a driver's encoding error on one of them;
-    * ``extra_float_digits=3`` (after the URL's own ``options``): the record path reads floats as
-      text, which a database or role with ``extra_float_digits=0`` (older PostgreSQL's default)
-      rounds to 15 digits -- 0.30000000000000004 read as 0.3 -- where ADBC's binary values are exact."""
+    * ``extra_float_digits=3``, ``DateStyle=ISO`` and ``IntervalStyle=postgres`` (after the URL's own
+      ``options``): the record path reads values as text, which a database or role with
+      ``extra_float_digits=0`` (older PostgreSQL's default) rounds to 15 digits -- 0.30000000000000004
+      read as 0.3 -- where ADBC's binary values are exact, and which psycopg cannot parse in another
+      DateStyle (timestamps with a time zone) or IntervalStyle (intervals, always read as records)."""
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
     connect_args = {}
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in UTF8_DRIVERS:
         options = url.query.get("options") or ""
         options = options if isinstance(options, str) else options[-1]
-        connect_args.update(client_encoding="UTF8", options=f"{options} -c extra_float_digits=3".strip())
+        connect_args.update(client_encoding="UTF8", options=f"{options} {_SESSION_OPTIONS}".strip())
     try:
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ImportError as e:  # the URL's driver (psycopg, pymysql) comes with the jdbc extra
