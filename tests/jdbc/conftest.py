@@ -54,11 +54,10 @@ def db(request, tmp_path):
     d.close()
 
 
-@pytest.fixture
-def pg(postgres_url):
-    """``(engine, made)`` on the test PostgreSQL: the tables (and their ``<table>_view`` views) named in
-    ``made`` are dropped after the test."""
-    engine = sa.create_engine(postgres_url)
+def _engine_dropping_tables(url: str):
+    """Yields ``(engine, made)`` on ``url``; drops the tables (and their ``<table>_view`` views) named in
+    ``made`` afterwards."""
+    engine = sa.create_engine(url)
     made: list[str] = []
     yield engine, made
     with engine.begin() as conn:
@@ -66,6 +65,13 @@ def pg(postgres_url):
             conn.execute(sa.text(f'DROP VIEW IF EXISTS "{t}_view"'))
             conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
     engine.dispose()
+
+
+@pytest.fixture
+def pg(postgres_url):
+    """``(engine, made)`` on the test PostgreSQL: the tables (and their ``<table>_view`` views) named in
+    ``made`` are dropped after the test."""
+    yield from _engine_dropping_tables(postgres_url)
 
 
 
@@ -97,10 +103,4 @@ def legacy_postgres_url(postgres_url):
 @pytest.fixture
 def legacy_pg(legacy_postgres_url):
     """``(engine, made)`` as :func:`pg`, on the database of :func:`legacy_postgres_url`."""
-    engine = sa.create_engine(legacy_postgres_url)
-    made: list[str] = []
-    yield engine, made
-    with engine.begin() as conn:
-        for t in made:
-            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{t}"'))
-    engine.dispose()
+    yield from _engine_dropping_tables(legacy_postgres_url)
