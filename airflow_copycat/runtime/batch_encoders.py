@@ -397,7 +397,10 @@ def _decimal_minimal(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     # a leading byte can go when it only extends the sign of the next one
     lead, nxt = be[:, :15], be[:, 1:]
     redundant = ((lead == 0) & (nxt < 0x80)) | ((lead == 0xFF) & (nxt >= 0x80))
-    return be, 16 - np.cumprod(redundant, axis=1).sum(axis=1)
+    # the leading run of redundant bytes ends at the first that is not (all 15 are for 0 and -1)
+    first = np.argmin(redundant, axis=1)
+    run = np.where(np.take_along_axis(redundant, first[:, None], axis=1)[:, 0], 15, first)
+    return be, 16 - run
 
 
 def decimal_bytes(arr: pa.Array) -> pa.Array:
