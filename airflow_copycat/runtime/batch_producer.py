@@ -82,13 +82,13 @@ def byte_list(arr) -> list:
         return [None] * n
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     bufs = arr.buffers()
-    offsets = memoryview(bufs[1]).cast("q" if large else "i")[arr.offset:arr.offset + n + 1].tolist()
-    if bufs[2] is not None and offsets[-1] - offsets[0] > _SLICE_FROM * n:
-        data = bufs[2]
-        out = [data.slice(a, b - a) for a, b in zip(offsets, offsets[1:])]
-    else:
-        data = bufs[2].to_pybytes() if bufs[2] is not None else b""
-        out = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+    ends = memoryview(bufs[1]).cast("q" if large else "i")[arr.offset:arr.offset + n + 1]
+    if bufs[2] is None or ends[-1] - ends[0] <= _SLICE_FROM * n:
+        # bytes objects made by Arrow's own loop (nulls as None): a fifth of the time of slicing in Python
+        binary = pa.large_binary() if large else pa.binary()
+        return (arr if arr.type == binary else arr.cast(binary)).to_numpy(zero_copy_only=False).tolist()
+    offsets, data = ends.tolist(), bufs[2]
+    out = [data.slice(a, b - a) for a, b in zip(offsets, offsets[1:])]
     if arr.null_count:
         for i in arr.is_null().to_numpy(zero_copy_only=False).nonzero()[0].tolist():
             out[i] = None
