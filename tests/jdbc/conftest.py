@@ -89,10 +89,11 @@ def legacy_postgres_url(postgres_url):
     with admin.connect() as conn:
         conn.execute(sa.text(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
                              "TEMPLATE template0"))
-        for setting, value in (("extra_float_digits", "0"), ("DateStyle", "'SQL, DMY'"),
-                               ("IntervalStyle", "sql_standard")):
-            conn.execute(sa.text(f"ALTER DATABASE {name} SET {setting} = {value}"))
     try:
+        with admin.connect() as conn:
+            for setting, value in (("extra_float_digits", "0"), ("DateStyle", "'SQL, DMY'"),
+                                   ("IntervalStyle", "sql_standard")):
+                conn.execute(sa.text(f"ALTER DATABASE {name} SET {setting} = {value}"))
         yield sa.engine.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:

@@ -232,6 +232,34 @@ def test_a_legacy_database_gives_its_values_the_same_on_both_paths(legacy_postgr
         db.close()
 
 
+def test_the_environments_libpq_options_reach_both_paths(postgres_url, unique, monkeypatch):
+    """Given ``PGOPTIONS`` naming a schema first in the search path, and a table of the same name in that
+    schema and in ``public``, when a query reads it through batches and through records, then both read
+    the schema's (the record path's own session settings must not replace the environment's options)."""
+    schema, name = f"pgopt_{unique}", f"both_{unique}"
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+            for where, text in ((schema, "schema row"), ("public", "public row")):
+                conn.execute(sa.text(f"CREATE TABLE {where}.{name} (id INT PRIMARY KEY, v TEXT)"))
+                conn.execute(sa.text(f"INSERT INTO {where}.{name} VALUES (1, '{text}')"))
+        monkeypatch.setenv("PGOPTIONS", f"-c search_path={schema}")
+        db = Db("postgresql", postgres_url)
+        got = {}
+        for enabled in (False, True):
+            cfg = _config(db, "", "incrementing", enabled, query=f"SELECT id, v FROM {name}", **{"table.whitelist": ""})
+            records, batches = _records(cfg)
+            got[enabled] = [dict(value)["v"] for _, _, _, value, *_ in records]
+            assert batches == (1 if enabled else 0)
+        assert got == {False: ["schema row"], True: ["schema row"]}
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS public.{name}"))
+        engine.dispose()
+
+
 def test_query_mode_and_a_resumed_offset(db, unique):
     name = f"diffq_{unique}"
     table = _table(db, name)

@@ -80,9 +80,11 @@ def _float32(rnd: random.Random) -> float:
                        rnd.uniform(-1e10, 1e10)])
 
 
-def _value(rnd: random.Random, i: int, schema: Schema, refused: bool, latin1: bool = False) -> Struct:
-    """Generated values; ``refused``: one the database refuses (an ``i32`` of 13 against a CHECK
-    constraint, or a NUL character in a string; with ``latin1``, also a character LATIN1 lacks)."""
+def _value(rnd: random.Random, i: int, schema: Schema, refused: bool, latin1: bool = False,
+           lacks: bool = False) -> Struct:
+    """Generated values (texts of :data:`LATIN1_TEXTS` with ``latin1``); ``refused``: one the database
+    refuses (an ``i32`` of 13 against a CHECK constraint, or a NUL character in a string; with ``lacks``,
+    a string LATIN1 lacks)."""
     def maybe(v):
         return None if rnd.random() < 0.1 else v
 
@@ -107,7 +109,10 @@ def _value(rnd: random.Random, i: int, schema: Schema, refused: bool, latin1: bo
     if schema is VALUE_EXTRA:
         values["extra"] = maybe(f"extra {i}")
     if refused:
-        values.update({"i32": 13} if rnd.random() < 0.5 else {"s": rnd.choice(["nul\x00"] + (LATIN1_LACKS if latin1 else []))})
+        if lacks:
+            values["s"] = rnd.choice(LATIN1_LACKS)
+        else:
+            values.update({"i32": 13} if rnd.random() < 0.5 else {"s": "nul\x00"})
     return Struct(schema, values)
 
 
@@ -118,7 +123,7 @@ def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PAR
     partition 2 only, a second value schema (one more field) in a stretch of partition 1; every 500th
     value one the database refuses, with a key of its own (in upsert mode a refused last row of a
     key leaves the key's earlier rows of that write unwritten, so where the writes are cut would matter).
-    ``latin1``: texts a LATIN1 database holds, but in refused rows (:data:`LATIN1_LACKS`)."""
+    ``latin1``: texts a LATIN1 database holds, but in every other refused row (:data:`LATIN1_LACKS`)."""
     admin = admin_client({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
     values, keys = JsonConverter(), JsonConverter()
@@ -128,6 +133,7 @@ def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PAR
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for n_ in range(n):
         refused = n_ % 500 == 250
+        lacks = latin1 and refused and n_ // 500 % 2 == 0  # every other refused row, the first among them
         i = n + n_ if refused else n_ if new_keys else rnd.randint(0, n // 2)
         part = i % partitions
         key = keys.from_connect_data(topic, KEY, Struct(KEY, {"id": i}))
@@ -135,7 +141,7 @@ def produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int = PAR
             p.produce(topic, None, key, partition=part)
             continue
         schema = VALUE_EXTRA if part == 1 and n // 3 < n_ < n // 2 else VALUE
-        p.produce(topic, values.from_connect_data(topic, schema, _value(rnd, i, schema, refused, latin1)), key,
+        p.produce(topic, values.from_connect_data(topic, schema, _value(rnd, i, schema, refused, latin1, lacks)), key,
                   partition=part)
     assert p.flush(30) == 0
 

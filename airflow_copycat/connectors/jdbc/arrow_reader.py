@@ -249,14 +249,16 @@ def conninfo(url: sa.URL) -> str:
     ``client_encoding`` is always UTF8, whatever the URL says: ADBC's driver reads and writes text as
     UTF-8 bytes without converting them, so in another client encoding (a LATIN1 database's default)
     it read text garbled and wrote it garbled. The engines of the record path talk UTF-8 too
-    (:func:`..jdbc.source.create_engine`)."""
+    (:func:`..jdbc.source.create_engine`). ``options`` only when the URL has them: libpq then reads
+    ``PGOPTIONS`` or a service file's, as the record path's sessions do."""
     make_conninfo = require("psycopg.conninfo", "jdbc", "the JDBC batch path on PostgreSQL").make_conninfo
 
     keys = {"host": url.host, "port": url.port, "dbname": url.database, "user": url.username,
             "password": url.password}
     keys.update({k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()})
     keys["client_encoding"] = "UTF8"
-    return make_conninfo("", **{k: v for k, v in keys.items() if v is not None})
+    # an empty value (a URL naming no database: a service file names it) would set the key to '' for libpq
+    return make_conninfo("", **{k: v for k, v in keys.items() if v not in (None, "")})
 
 
 class AdbcConnection:

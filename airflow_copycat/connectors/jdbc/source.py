@@ -123,38 +123,48 @@ def _secret(v: Any) -> str | None:
 
 
 UTF8_DRIVERS = ("psycopg", "psycopg2")
-"""PostgreSQL drivers that take libpq's ``client_encoding`` and ``options`` as connect arguments."""
-_SESSION_OPTIONS = "-c extra_float_digits=3 -c DateStyle=ISO -c IntervalStyle=postgres"
+"""PostgreSQL drivers that take libpq's ``client_encoding`` as a connect argument."""
+PG_SESSION = {"extra_float_digits": "3", "DateStyle": "ISO", "IntervalStyle": "postgres"}
+"""Settings every PostgreSQL session of the record path gets (:func:`_pg_session`)."""
 
 
 def create_engine(values: dict[str, Any]) -> sa.Engine:
     """The connector's engine for its ``connection.*`` keys. MySQL/MariaDB sessions run in UTC
-    (:func:`_utc_session`). PostgreSQL sessions (psycopg, psycopg2) start as PgJDBC's do, whatever
-    the database, role, URL or environment (``PGCLIENTENCODING``) set:
-
-    * ``client_encoding=UTF8``: the Arrow paths (ADBC, ``COPY``) exchange text as UTF-8 bytes, which
-      the server converts from and to the database's encoding, so the record path must too to read
-      and write the same text and be refused the same way -- a character the database's encoding
-      lacks is the server's error 22P05 on every path, not a driver's encoding error on one of them;
-    * ``extra_float_digits=3``, ``DateStyle=ISO`` and ``IntervalStyle=postgres`` (after the URL's own
-      ``options``): the record path reads values as text, which a database or role with
-      ``extra_float_digits=0`` (older PostgreSQL's default) rounds to 15 digits -- 0.30000000000000004
-      read as 0.3 -- where ADBC's binary values are exact, and which psycopg cannot parse in another
-      DateStyle (timestamps with a time zone) or IntervalStyle (intervals, always read as records)."""
+    (:func:`_utc_session`). PostgreSQL sessions (psycopg, psycopg2) talk UTF-8 (``client_encoding=UTF8``,
+    as PgJDBC's always do) whatever the database, role, URL or environment (``PGCLIENTENCODING``) set:
+    the Arrow paths (ADBC, ``COPY``) exchange text as UTF-8 bytes, which the server converts from and to
+    the database's encoding, so the record path must too to read and write the same text and be refused
+    the same way -- a character the database's encoding lacks is the server's error 22P05 on every path,
+    not a driver's encoding error on one of them. They also get :data:`PG_SESSION` (:func:`_pg_session`)."""
     url = c.to_sqlalchemy_url(str(values[c.CONNECTION_URL]), values.get(c.CONNECTION_USER),
                               _secret(values.get(c.CONNECTION_PASSWORD)))
-    connect_args = {}
-    if url.get_backend_name() == "postgresql" and url.get_driver_name() in UTF8_DRIVERS:
-        options = url.query.get("options") or ""
-        options = options if isinstance(options, str) else options[-1]
-        connect_args.update(client_encoding="UTF8", options=f"{options} {_SESSION_OPTIONS}".strip())
+    postgres = url.get_backend_name() == "postgresql" and url.get_driver_name() in UTF8_DRIVERS
     try:
-        engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        engine = sa.create_engine(url, pool_pre_ping=True, connect_args={"client_encoding": "UTF8"} if postgres else {})
     except ImportError as e:  # the URL's driver (psycopg, pymysql) comes with the jdbc extra
         raise explain(e, "jdbc", f"a {url.get_backend_name()} connection") from e
     if engine.dialect.name in ("mysql", "mariadb"):
         sa.event.listen(engine, "connect", _utc_session)
+    elif postgres:
+        sa.event.listen(engine, "connect", _pg_session)
     return engine
+
+
+def _pg_session(dbapi_connection, _record) -> None:
+    """PostgreSQL: :data:`PG_SESSION` for the session, set (and committed) when it connects, after the
+    URL's, the environment's (``PGOPTIONS``) or the service file's ``options``, which keep everything
+    else they set (a ``search_path``...). The record path reads values as text, which a database or role
+    with ``extra_float_digits=0`` (older PostgreSQL's default) rounds to 15 digits -- 0.30000000000000004
+    read as 0.3 -- where ADBC's binary values are exact, and which psycopg cannot parse in another
+    DateStyle (timestamps with a time zone) or IntervalStyle (intervals, always read as records). Set with
+    ``SET``, not libpq's ``options``: a connection's own ``options`` replace ``PGOPTIONS`` and a service's."""
+    cursor = dbapi_connection.cursor()
+    try:
+        for name, value in PG_SESSION.items():
+            cursor.execute(f"SET {name} = '{value}'")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()  # a rollback of the transaction the SETs began would undo them
 
 
 def _utc_session(dbapi_connection, _record) -> None:
