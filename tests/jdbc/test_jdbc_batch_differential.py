@@ -181,7 +181,8 @@ CASES = {
 def test_batches_mean_the_records_of_the_record_path(db, unique, case):
     name = f"diff_{unique}"
     table = _table(db, name)
-    db.insert(table, _rows(db, 150, seed=zlib.crc32(case.encode())))
+    rows = _rows(db, 150, seed=zlib.crc32(case.encode()))
+    db.insert(table, rows)
     mode, extra = CASES[case]
     expected, none = _records(_config(db, name, mode, False, **extra))
     got, batches = _records(_config(db, name, mode, True, **extra))
@@ -189,6 +190,8 @@ def test_batches_mean_the_records_of_the_record_path(db, unique, case):
     assert len(got) == len(expected) > 0
     for k, (g, e) in enumerate(zip(got, expected)):
         assert g == e, f"record {k} differs"
+    doubles = {v["id"]: v["d"] for v in (dict(value) for _, _, _, value, *_ in expected)}
+    assert doubles == {r["id"]: _norm(r["d"]) for r in rows if r["id"] in doubles}, "doubles read as written"
     if "look-back" not in case:
         assert batches > 0, "the batch path was not taken"
 
@@ -263,12 +266,15 @@ def test_the_environments_libpq_options_reach_both_paths(postgres_url, unique, m
 def test_query_mode_and_a_resumed_offset(db, unique):
     name = f"diffq_{unique}"
     table = _table(db, name)
-    db.insert(table, _rows(db, 60, seed=7))
+    rows = _rows(db, 60, seed=7)
+    db.insert(table, rows)
     query = f"SELECT * FROM {name} WHERE id > 3 AND id <> 17"
     extra = {"query": query, "table.whitelist": ""}
     expected, _ = _records(_config(db, name, "timestamp+incrementing", False, **extra))
     got, batches = _records(_config(db, name, "timestamp+incrementing", True, **extra))
     assert got == expected and batches > 0
+    doubles = {v["id"]: v["d"] for v in (dict(value) for _, _, _, value, *_ in expected)}
+    assert doubles == {r["id"]: _norm(r["d"]) for r in rows if r["id"] in doubles}, "doubles read as written"
     # from a committed offset in the middle: the same rows after it
     middle = expected[len(expected) // 2]
     offsets = {canonical(middle[5]): middle[6]}

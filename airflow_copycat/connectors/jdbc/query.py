@@ -21,6 +21,7 @@ SQLite gives a column a type only when it is a plain column reference; a compute
 
 from __future__ import annotations
 
+import copy
 import hashlib
 
 import sqlalchemy as sa
@@ -43,8 +44,21 @@ def _verbatim(query: str) -> sa.TextClause:
     return sa.text(clean(query).replace(":", r"\:"))
 
 
+def exact_floats(_inspector, _table, column: dict) -> None:
+    """A reflected column's type as the connector reads it (``column_reflect`` listener of the tables it
+    reflects, and applied to a query's columns): MySQL/MariaDB ``DOUBLE`` and ``REAL`` reflect with
+    ``asdecimal=True``, which makes SQLAlchemy return each value as a Decimal rounded to 10 places
+    (1/3 read as 0.3333333333, 1.5e-12 as 0.0); their values are read as the driver's floats instead."""
+    kind = column["type"]
+    if isinstance(kind, sa.Float) and kind.asdecimal:
+        kind = copy.copy(kind)
+        kind.asdecimal = False
+        column["type"] = kind
+
+
 def reflect_columns(engine: sa.Engine, query: str) -> list[dict]:
-    """The query's result columns as the inspector reports table columns (name, type, nullable)."""
+    """The query's result columns as the inspector reports table columns (name, type, nullable), their
+    types as :func:`exact_floats` leaves them."""
     name = "copycat_q_" + hashlib.sha1(clean(query).encode()).hexdigest()[:10]
     mysql = engine.dialect.name in ("mysql", "mariadb")
     try:
@@ -72,6 +86,8 @@ def reflect_columns(engine: sa.Engine, query: str) -> list[dict]:
         raise ConnectException(f"the query (query) cannot be run: {e}") from e
     if not columns:
         raise ConnectException("the query (query) returns no columns")
+    for col in columns:
+        exact_floats(None, None, col)
     names = [c["name"] for c in columns]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

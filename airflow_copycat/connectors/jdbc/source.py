@@ -379,7 +379,8 @@ class TableReader:
             self.table = q.derived_table(ref.query, q.reflect_columns(engine, ref.query))
         else:
             try:
-                self.table = sa.Table(ref.name, sa.MetaData(), schema=ref.schema, autoload_with=engine)
+                self.table = sa.Table(ref.name, sa.MetaData(), schema=ref.schema, autoload_with=engine,
+                                      listeners=[("column_reflect", q.exact_floats)])
             except sa.exc.NoSuchTableError:
                 raise ConnectException(f"table {ref.fqn} no longer exists") from None
         cols = {col.name: col for col in self.table.columns}
