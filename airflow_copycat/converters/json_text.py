@@ -65,12 +65,22 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _number(text: str) -> _decimal.Decimal:
+    """A JSON number with a fraction or an exponent, exactly (``json``'s ``parse_float``). One whose
+    exponent a Decimal cannot hold (``1e-1999999999999999998``: Jackson's BigDecimal cannot either) is
+    not valid JSON here, as it is for Kafka's JsonConverter, not an InvalidOperation without a message."""
+    try:
+        return _decimal.Decimal(text)
+    except _decimal.InvalidOperation:
+        raise ValueError(f"the number {text[:40]} is out of range") from None
+
+
 # Jackson's ALLOW_LEADING_ZEROS_FOR_NUMBERS, which Kafka's JsonDeserializer enables: a string
 # literal is matched (and kept) as a whole, so only zeros that start a number are dropped.
 _LEADING_ZEROS = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![0-9.eE+\-])(-?)0+(?=[0-9])')
 
 
-_DECODER = json.JSONDecoder(parse_float=_decimal.Decimal, parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_reject_constant)
 _ENVELOPE_START = b'{"schema":'
 _PAYLOAD_KEY = ',"payload":'
 _ENVELOPE_END = re.compile(r"[ \t\n\r]*\}[ \t\n\r]*")  # after the payload: the rest of a valid envelope
@@ -127,10 +137,10 @@ def _loads(data: bytes) -> Any:
     except (ValueError, RecursionError):
         pass
     try:
-        return json.loads(data, parse_float=_decimal.Decimal, parse_constant=_reject_constant)
+        return json.loads(data, parse_float=_number, parse_constant=_reject_constant)
     except json.JSONDecodeError:
         text = data.decode(json.detect_encoding(data))
         fixed = _LEADING_ZEROS.sub(lambda m: m.group() if m.group(1) is None else m.group(1), text)
         if fixed == text:
             raise
-        return json.loads(fixed, parse_float=_decimal.Decimal, parse_constant=_reject_constant)
+        return json.loads(fixed, parse_float=_number, parse_constant=_reject_constant)

@@ -28,7 +28,11 @@ the records decide (and report errors through ``errors.*``). ``None`` for:
 * a value outside what the records' Python types hold (a Date beyond year 9999,
   a Time outside one day, a Timestamp outside years 1..9999), base64 that does
   not decode, a Decimal that does not fit its Arrow type;
-* the integer ``-0`` for a float, any negative zero for a float32 (the records read 0.0, pyarrow -0.0).
+* the integer ``-0`` for a float, any negative zero for a float32 (the records read 0.0, pyarrow -0.0);
+* a float that is not finite (pyarrow reads the bare ``NaN``/``Infinity`` the records refuse as not
+  JSON, and an integer too large for a double as an infinity the records refuse as out of range), an
+  exponent of 18 digits or more (pyarrow reads ``1e-1999999999999999998`` as 0.0; the records refuse it);
+* anything else that fails while the columns are built (a schema nested too deep to rebuild its text...).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ _LOGICAL_BASE = {Date.LOGICAL_NAME: Type.INT32, Time.LOGICAL_NAME: Type.INT32, T
 _DAYS = (-719_162, 2_932_896)  # datetime.date.min .. max, in days since 1970-01-01
 _MILLIS = (-62_135_596_800_000, 253_402_300_799_999)  # datetime min .. max (UTC), in ms since the epoch
 _NEGATIVE_ZERO_INT = re.compile(rb"-0(?![0-9.eE])")
+_HUGE_EXPONENT = re.compile(rb"[eE][-+]?0*[0-9]{18}")
 
 
 class _Unsure(Exception):
@@ -75,7 +80,7 @@ def decode_envelopes(values: Sequence[bytes | None], converter: Any, topic: str)
         if column.null_count:
             return None
         array = _convert(column, schema, 0)
-    except _Unsure:
+    except Exception:  # noqa: BLE001 - _Unsure, or anything the columns cannot build: the records decide
         return None
     import pyarrow as pa
 
@@ -115,7 +120,22 @@ def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
     # an integer -0 reads as 0 in the records, -0.0 here: look for one only where a -0.0 came out
     if floats and b"-0" in lines and _negative_zeros(column) and _NEGATIVE_ZERO_INT.search(lines):
         raise _Unsure()
+    # never a value of the records: they refuse the texts pyarrow reads as these
+    if floats and (_floats_where(column, _not_finite) or _HUGE_EXPONENT.search(lines)):
+        raise _Unsure()
     return column
+
+
+def _floats_where(array, test) -> bool:
+    """Whether ``test`` holds for a float array anywhere in ``array`` (nested in structs and lists too)."""
+    import pyarrow as pa
+
+    t = array.type
+    if pa.types.is_struct(t):
+        return any(_floats_where(array.field(i), test) for i in range(t.num_fields))
+    if pa.types.is_list(t):
+        return _floats_where(array.values, test)
+    return pa.types.is_floating(t) and test(array)
 
 
 def _negative_zeros(array) -> bool:
@@ -123,15 +143,17 @@ def _negative_zeros(array) -> bool:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    t = array.type
-    if pa.types.is_struct(t):
-        return any(_negative_zeros(array.field(i)) for i in range(t.num_fields))
-    if pa.types.is_list(t):
-        return _negative_zeros(array.values)
-    if pa.types.is_floating(t):
-        bits = pa.int64() if t.bit_width == 64 else pa.int32()
-        return pc.any(pc.equal(array.view(bits), -(2 ** (bits.bit_width - 1)))).as_py() or False
-    return False
+    def test(floats) -> bool:
+        bits = pa.int64() if floats.type.bit_width == 64 else pa.int32()
+        return pc.any(pc.equal(floats.view(bits), -(2 ** (bits.bit_width - 1)))).as_py() or False
+
+    return _floats_where(array, test)
+
+
+def _not_finite(floats) -> bool:
+    import pyarrow.compute as pc
+
+    return not pc.all(pc.is_finite(floats)).as_py() if floats.null_count < len(floats) else False
 
 
 def _has_floats(schema: Schema) -> bool:
