@@ -350,6 +350,42 @@ def test_key_timestamps_are_written_in_db_timezone_like_value_timestamps(db, sin
     assert local.replace(tzinfo=None) == dt.datetime(2026, 1, 15, 13, 0)  # Berlin is UTC+1 in January
 
 
+@pytest.mark.parametrize("db", ["postgresql", "mariadb"], indirect=True)
+def test_timestamps_into_columns_that_hold_instants_keep_their_instant(db, sink, monkeypatch):
+    """Given an existing table with a column that holds instants (PostgreSQL ``timestamptz``, MariaDB
+    ``TIMESTAMP``) and one of local times, ``db.timezone`` Europe/Berlin and PostgreSQL sessions whose
+    own zone is America/New_York, when records with instants in the repeated hour of the change to
+    winter time and elsewhere are upserted, then updated, then the instant column holds each instant
+    and the other Berlin's local time (before: the sink bound Berlin's local time, which the server read
+    in its session's zone: shifted by hours)."""
+    monkeypatch.setenv("PGOPTIONS", "-c TimeZone=America/New_York")  # PostgreSQL's sessions, the sink's too
+    kind = {"postgresql": ("TIMESTAMPTZ", "TIMESTAMP"), "mariadb": ("TIMESTAMP(3) NULL", "DATETIME(3)")}[db.kind]
+    value_schema = (SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("at", Timestamp.builder().build())
+                    .field("local_at", Timestamp.builder().build()).build())
+    utc = dt.timezone.utc
+    instants = [dt.datetime(2024, 10, 27, 0, 30, tzinfo=utc), dt.datetime(2024, 10, 27, 1, 30, tzinfo=utc),
+                dt.datetime(2024, 7, 1, 10, 0, 0, 123000, tzinfo=utc), dt.datetime(2024, 1, 15, 23, 59, 59, tzinfo=utc)]
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    q = "`" if db.kind == "mariadb" else '"'
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {q}{table}{q} (id BIGINT PRIMARY KEY, at {kind[0]}, local_at {kind[1]})"))
+    epoch = "UNIX_TIMESTAMP(at)" if db.kind == "mariadb" else "EXTRACT(EPOCH FROM at)"
+    for n, mode in enumerate(["upsert", "update"]):
+        s = sink(table=table, name=f"sink-{table}-{mode}", **{"pk.mode": "record_key", "insert.mode": mode,
+                                                               "db.timezone": "Europe/Berlin"})
+        s.start()
+        written = [t + dt.timedelta(days=7 * n) if i > 1 else instants[1 - i] if n else t
+                   for i, t in enumerate(instants)]  # the update swaps the two of the repeated hour
+        s.put([rec(i, {"id": i, "at": t, "local_at": t}, key=k(i), schema=value_schema, sink=s)
+               for i, t in enumerate(written)])
+        s.stop()
+        with db.engine.connect() as conn:
+            got = conn.execute(sa.text(f"SELECT id, {epoch}, local_at FROM {q}{table}{q} ORDER BY id")).all()
+        assert [float(e) for _, e, _ in got] == [t.timestamp() for t in written], mode
+        berlin = __import__("zoneinfo").ZoneInfo("Europe/Berlin")
+        assert [r[2] for r in got] == [t.astimezone(berlin).replace(tzinfo=None) for t in written], mode
+
+
 def test_two_sinks_upserting_the_same_keys_at_once_both_finish_and_last_writes_win(db, sink):
     import random
     import threading

@@ -20,6 +20,10 @@ BOOLEAN, text (``VARCHAR(256)`` for MySQL key columns, which cannot index TEXT),
 bytes, Decimal as NUMERIC/DECIMAL with the schema's scale, DATE, TIME, TIMESTAMP
 (written as local time of ``db.timezone``), and structs, arrays and maps as JSON
 (``JSONB`` on PostgreSQL, ``JSON`` on MariaDB, text on SQLite).
+
+A table's existing column that holds instants (PostgreSQL ``timestamptz``, MySQL/MariaDB
+``TIMESTAMP``: :meth:`Dialect.holds_instants`) gets each Connect Timestamp as the instant it
+is (:meth:`Dialect.instant`), not as a local time the server would read in its session's zone.
 """
 
 from __future__ import annotations
@@ -116,6 +120,20 @@ class Dialect:
         """Statement parameters as the driver takes them (most take the rows' values as they are)."""
         return values
 
+    instant_columns = False
+    """Whether a table of this database may have columns that :meth:`holds_instants` (else a writer need
+    not look at the table's columns for them)."""
+
+    def holds_instants(self, column_type) -> bool:
+        """Whether a table column of this SQLAlchemy type (as reflected; ``None``: unknown) stores an
+        instant, which the server reads from a local time in its session's zone."""
+        return False
+
+    def instant(self, local: dt.datetime, zone) -> dt.datetime:
+        """The parameter for such a column of a Timestamp the rows hold as naive ``local`` time of
+        ``zone`` (``db.timezone``; its ``fold`` tells the repeated hour of a change to winter time)."""
+        return local
+
 
 class Postgres(Dialect):
     name = "postgresql"
@@ -134,6 +152,14 @@ class Postgres(Dialect):
 
     def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
         return self.insert(table, columns) + self.on_conflict(columns, keys)
+
+    instant_columns = True
+
+    def holds_instants(self, column_type) -> bool:
+        return isinstance(column_type, sa.DateTime) and bool(getattr(column_type, "timezone", False))
+
+    def instant(self, local: dt.datetime, zone) -> dt.datetime:
+        return local.replace(tzinfo=zone)  # bound (and copied) with its offset: the instant, whatever the session's zone
 
     def on_conflict(self, columns: Sequence[str], keys: Sequence[str]) -> str:
         rest = [c for c in columns if c not in keys]
@@ -172,6 +198,15 @@ class MySql(Dialect):
         rest = [c for c in columns if c not in keys] or list(keys)
         sets = ", ".join(f"{self.ident(c)} = VALUES({self.ident(c)})" for c in rest)
         return self.insert(table, columns) + f" ON DUPLICATE KEY UPDATE {sets}"
+
+    instant_columns = True
+
+    def holds_instants(self, column_type) -> bool:
+        return isinstance(column_type, sa.TIMESTAMP)  # not DATETIME: reflected as sa.DATETIME
+
+    def instant(self, local: dt.datetime, zone) -> dt.datetime:
+        # the sink's sessions run in UTC (jdbc.source._utc_session), where the server reads TIMESTAMP values
+        return local.replace(tzinfo=zone).astimezone(dt.timezone.utc).replace(tzinfo=None)
 
     def add_column(self, table: str, column: str, type_: str, nullable: bool, default_sql: str | None) -> str:
         default = f" DEFAULT {default_sql}" if default_sql is not None else ""

@@ -23,10 +23,12 @@ retries the whole transaction ``max.retries`` times, ``retry.backoff.ms`` apart.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import time
 from typing import Callable, Mapping, Sequence
+from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
@@ -92,6 +94,7 @@ class Writer:
                  offsets: OffsetsTable, report: Callable):
         self.engine, self.dialect, self.settings = engine, dialect, settings
         self.tables, self.offsets, self.report = tables, offsets, report
+        self.zone = ZoneInfo(settings.db_timezone)
         self.counts: dict[str, dict[str, int]] = {}
         self.retries = 0
 
@@ -143,26 +146,49 @@ class Writer:
             self._bisect(conn, rows[:half], counts)
             self._bisect(conn, rows[half:], counts)
 
+    def _binder(self, table: str, columns: Sequence[str]) -> Callable[[tuple], tuple]:
+        """The statement parameters of values of ``columns`` of ``table``: :meth:`Dialect.adapt`, after
+        the timestamps of columns that hold instants are made instants (:meth:`Dialect.instant`)."""
+        d = self.dialect
+        if not d.instant_columns:  # (SQLite: describing a table here would wait for this transaction's lock)
+            return d.adapt
+        types = self.tables.column_types(table) or {}
+        at = [i for i, col in enumerate(columns) if d.holds_instants(types.get(self.tables.fold(col)))]
+        if not at:
+            return d.adapt
+
+        def bind(values: tuple) -> tuple:
+            values = list(values)
+            for i in at:
+                if isinstance(values[i], dt.datetime):
+                    values[i] = d.instant(values[i], self.zone)
+            return d.adapt(tuple(values))
+
+        return bind
+
     def _execute(self, conn: sa.Connection, rows: list[Row], counts: dict) -> None:
         d, first = self.dialect, rows[0]
         c = counts.setdefault(first.table, {})
         if first.delete:
-            n = conn.exec_driver_sql(d.delete(first.table, first.key_columns), [d.adapt(r.key) for r in rows]).rowcount
+            bind = self._binder(first.table, first.key_columns)
+            n = conn.exec_driver_sql(d.delete(first.table, first.key_columns), [bind(r.key) for r in rows]).rowcount
             c["deleted"] = c.get("deleted", 0) + max(n, 0)
             return
         columns = [n for n, _, _ in first.columns]
         mode = self.settings.insert_mode
         if mode == "update":
             rest = [col for col in columns if col not in first.key_columns]
+            bind = self._binder(first.table, rest + list(first.key_columns))
             n = conn.exec_driver_sql(d.update(first.table, columns, first.key_columns),
-                                     [d.adapt(params(r, rest) + r.key) for r in rows]).rowcount
+                                     [bind(params(r, rest) + r.key) for r in rows]).rowcount
             c["updated"] = c.get("updated", 0) + max(n, 0)
             return
         if d.name == "postgresql":
             self._postgres(conn, rows, columns, mode == "upsert", c)
             return
         sql = d.upsert(first.table, columns, first.key_columns) if mode == "upsert" else d.insert(first.table, columns)
-        conn.exec_driver_sql(sql, [d.adapt(params(r, columns)) for r in rows])
+        bind = self._binder(first.table, columns)
+        conn.exec_driver_sql(sql, [bind(params(r, columns)) for r in rows])
         key = "upserted" if mode == "upsert" else "inserted"
         c[key] = c.get(key, 0) + len(rows)
 
@@ -179,9 +205,10 @@ class Writer:
             if upsert:
                 cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} AS SELECT {cols} FROM {target} WITH NO DATA")
                 cur.execute(f"TRUNCATE {stage}")
+            bind = self._binder(first.table, columns)
             with cur.copy(f"COPY {stage if upsert else target} ({cols}) FROM STDIN") as copy:
                 for r in rows:
-                    copy.write_row(params(r, columns))
+                    copy.write_row(bind(params(r, columns)))
             if not upsert:
                 c["inserted"] = c.get("inserted", 0) + len(rows)
                 return
