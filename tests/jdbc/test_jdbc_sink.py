@@ -386,6 +386,41 @@ def test_timestamps_into_columns_that_hold_instants_keep_their_instant(db, sink,
         assert [r[2] for r in got] == [t.astimezone(berlin).replace(tzinfo=None) for t in written], mode
 
 
+@pytest.mark.parametrize("db", ["postgresql", "mariadb"], indirect=True)
+def test_timestamp_keys_of_the_repeated_hour_are_two_rows_in_a_column_of_instants(db, sink):
+    """Given a primary key column that holds instants and ``db.timezone`` Europe/Berlin, when the two
+    instants of the repeated hour of the change to winter time (one local time, 02:30) are upserted in
+    one batch, then upserted again, then deleted by tombstones, then they are two rows throughout, and
+    none is left (before: the batch kept one of them, as one local time)."""
+    key_schema = SchemaBuilder.struct().name("K").field("at", Timestamp.builder().build()).build()
+    value_schema = (SchemaBuilder.struct().name("V").field("at", Timestamp.builder().build())
+                    .field("n", Schema.INT32).build())
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    q, kind = ("`", "TIMESTAMP(3) NOT NULL") if db.kind == "mariadb" else ('"', "TIMESTAMPTZ")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {q}{table}{q} (at {kind} PRIMARY KEY, n INT)"))
+    s = sink(table=table, **{"pk.mode": "record_key", "insert.mode": "upsert", "delete.enabled": "true",
+                             "db.timezone": "Europe/Berlin"})
+    s.start()
+    utc = dt.timezone.utc
+    both = [dt.datetime(2024, 10, 27, 0, 30, tzinfo=utc), dt.datetime(2024, 10, 27, 1, 30, tzinfo=utc)]
+    epoch = "UNIX_TIMESTAMP(at)" if db.kind == "mariadb" else "EXTRACT(EPOCH FROM at)"
+
+    def rows():
+        with db.engine.connect() as conn:
+            return [(float(e), n) for e, n in conn.execute(sa.text(f"SELECT {epoch}, n FROM {q}{table}{q} ORDER BY 1"))]
+
+    def key(t):
+        return Struct(key_schema, {"at": t})
+
+    for n in (1, 3):
+        s.put([rec(n + i, {"at": t, "n": n + i}, key=key(t), key_schema=key_schema, schema=value_schema, sink=s)
+               for i, t in enumerate(both)])
+        assert rows() == [(t.timestamp(), n + i) for i, t in enumerate(both)]
+    s.put([rec(5 + i, key=key(t), key_schema=key_schema, sink=s, tombstone=True) for i, t in enumerate(both)])
+    assert rows() == []
+
+
 def test_two_sinks_upserting_the_same_keys_at_once_both_finish_and_last_writes_win(db, sink):
     import random
     import threading

@@ -69,8 +69,9 @@ def error_kind(e: BaseException) -> str:
     return "fatal"
 
 
-def runs(rows: Sequence[Row], dedupe: bool) -> list[list[Row]]:
-    """Consecutive rows of one signature; with ``dedupe`` only the last row of each key in a run."""
+def runs(rows: Sequence[Row], dedupe: bool, identity: Callable[[Row], tuple] | None = None) -> list[list[Row]]:
+    """Consecutive rows of one signature; with ``dedupe`` only the last row of each key in a run, keys
+    told apart by ``identity(row)`` (default: ``row.key``)."""
     out: list[list[Row]] = []
     for row in rows:
         if out and out[-1][0].signature() == row.signature():
@@ -78,7 +79,8 @@ def runs(rows: Sequence[Row], dedupe: bool) -> list[list[Row]]:
         else:
             out.append([row])
     if dedupe:  # and in key order: two writers upserting the same keys then lock them in one order
-        out = [sorted({r.key: r for r in run}.values(), key=_key_order) if run[0].key_columns else run
+        identity = identity or (lambda r: r.key)
+        out = [sorted({identity(r): r for r in run}.values(), key=_key_order) if run[0].key_columns else run
                for run in out]
     return out
 
@@ -101,7 +103,7 @@ class Writer:
     def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
         for row in rows:
             self.tables.ensure(row)
-        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"))
+        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identity)
         attempt = 0
         while True:
             counts: dict[str, dict[str, int]] = {}
@@ -146,14 +148,28 @@ class Writer:
             self._bisect(conn, rows[:half], counts)
             self._bisect(conn, rows[half:], counts)
 
+    def _instant_positions(self, table: str, columns: Sequence[str]) -> list[int]:
+        """Positions of ``columns`` whose column of ``table`` holds instants (:meth:`Dialect.holds_instants`)."""
+        d = self.dialect
+        if not d.instant_columns:  # (SQLite: describing a table in a transaction would wait for its own lock)
+            return []
+        types = self.tables.column_types(table) or {}
+        return [i for i, col in enumerate(columns) if d.holds_instants(types.get(self.tables.fold(col)))]
+
+    def _identity(self, row: Row) -> tuple:
+        """``row``'s key as the table tells keys apart: a Timestamp in a column that holds instants by its
+        instant, so the two of the repeated hour of a change to winter time (one local time, told apart by
+        ``fold``, which ``==`` ignores) stay two rows; in a column of local times they are one."""
+        at = self._instant_positions(row.table, row.key_columns)
+        if not at:
+            return row.key
+        return tuple((v, v.fold) if i in at and isinstance(v, dt.datetime) else v for i, v in enumerate(row.key))
+
     def _binder(self, table: str, columns: Sequence[str]) -> Callable[[tuple], tuple]:
         """The statement parameters of values of ``columns`` of ``table``: :meth:`Dialect.adapt`, after
         the timestamps of columns that hold instants are made instants (:meth:`Dialect.instant`)."""
         d = self.dialect
-        if not d.instant_columns:  # (SQLite: describing a table here would wait for this transaction's lock)
-            return d.adapt
-        types = self.tables.column_types(table) or {}
-        at = [i for i, col in enumerate(columns) if d.holds_instants(types.get(self.tables.fold(col)))]
+        at = self._instant_positions(table, columns)
         if not at:
             return d.adapt
 
