@@ -369,6 +369,20 @@ def test_a_float_the_records_refuse_is_not_read_in_columns(text):
     assert fast[:4] == slow[:4]
 
 
+def test_strings_that_hold_a_huge_exponent_keep_their_batch_in_columns():
+    # Given a batch of a float field holding zeros and a string field holding hex digests, some with an
+    # "e" and 18 digits after it (as a number with a huge exponent would have)
+    schema = SchemaBuilder.struct().field("f", Schema.FLOAT64).field("digest", Schema.STRING).build()
+    values = [envelope(schema, {"f": Raw("0.0" if i % 2 else f"{i}.5"), "digest": f"{i}9e1234567890123456789ab"})
+              for i in range(8)]
+    # When it goes through both paths
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        fast = run_path(a, values, 10, [], "fail", batches=True)
+        slow = run_path(b, values, 10, [], "fail", batches=False)
+    # Then the batch was decoded in columns (the text inside strings is not a number), with the same files
+    assert fast[4] == 1 and fast[:4] == slow[:4]
+
+
 def test_through_the_broker_batches_and_records_write_the_same_files_and_dead_letters(worker_props, kafka_bootstrap,
                                                                                      unique, tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition

@@ -52,7 +52,9 @@ _LOGICAL_BASE = {Date.LOGICAL_NAME: Type.INT32, Time.LOGICAL_NAME: Type.INT32, T
 _DAYS = (-719_162, 2_932_896)  # datetime.date.min .. max, in days since 1970-01-01
 _MILLIS = (-62_135_596_800_000, 253_402_300_799_999)  # datetime min .. max (UTC), in ms since the epoch
 _NEGATIVE_ZERO_INT = re.compile(rb"-0(?![0-9.eE])")
-_HUGE_EXPONENT = re.compile(rb"[eE][-+]?0*[0-9]{18}")
+_HUGE_EXPONENT = re.compile(rb'(?<![\w."\\-])-?[0-9]+(?:\.[0-9]+)?[eE][-+]?0*[1-9][0-9]{17}')
+"""A number with an exponent of 18 digits or more (not preceded by what a number in JSON text never is:
+inside a string such as a hash, the digits before an ``e`` follow a letter, a digit or a quote)."""
 
 
 class _Unsure(Exception):
@@ -120,8 +122,10 @@ def _parse(values: Sequence[bytes], head: bytes, read_type, floats: bool):
     # an integer -0 reads as 0 in the records, -0.0 here: look for one only where a -0.0 came out
     if floats and b"-0" in lines and _negative_zeros(column) and _NEGATIVE_ZERO_INT.search(lines):
         raise _Unsure()
-    # never a value of the records: they refuse the texts pyarrow reads as these
-    if floats and (_floats_where(column, _not_finite) or _HUGE_EXPONENT.search(lines)):
+    # never a value of the records: they refuse the texts pyarrow reads as these (a huge negative
+    # exponent reads as a zero: looked for only where one came out)
+    if floats and (_floats_where(column, _not_finite) or
+                   (_floats_where(column, _zeros) and _HUGE_EXPONENT.search(lines))):
         raise _Unsure()
     return column
 
@@ -148,6 +152,12 @@ def _negative_zeros(array) -> bool:
         return pc.any(pc.equal(floats.view(bits), -(2 ** (bits.bit_width - 1)))).as_py() or False
 
     return _floats_where(array, test)
+
+
+def _zeros(floats) -> bool:
+    import pyarrow.compute as pc
+
+    return bool(pc.any(pc.equal(floats, 0)).as_py())
 
 
 def _not_finite(floats) -> bool:
