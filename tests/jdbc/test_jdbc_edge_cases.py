@@ -85,6 +85,30 @@ def test_timestamp_columns_of_mixed_zone_kinds_fail_naming_them(mariadb_url, wor
         engine.dispose()
 
 
+def test_mariadb_set_and_double_columns_arrive_as_the_server_gives_them(mariadb_url, worker_props, kafka_bootstrap,
+                                                                          unique):
+    # Given a MariaDB table with a SET column and a DOUBLE one (SQLAlchemy would make a Python set and a
+    # Decimal of 10 places of them)
+    engine = sa.create_engine(mariadb_url)
+    table = f"sets_{unique}"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {table} (id INT PRIMARY KEY, tags SET('x','y','z'), d DOUBLE)")
+        conn.exec_driver_sql(f"INSERT INTO {table} VALUES (1, 'y,x', 0.1), (2, '', 1.5e-12), (3, NULL, NULL)")
+    try:
+        config = {"name": f"sets-{unique}", "connector.class": "JdbcSource", "connection.url": mariadb_url,
+                  "mode": "incrementing", "incrementing.column.name": "id", "table.whitelist": table,
+                  "topic.prefix": f"sets{unique}-"}
+        # When it runs, then the SET is the server's text, its members in the column's order, and the
+        # DOUBLE the float it holds
+        assert run(config, worker_props) == 3
+        got = sorted((p["id"], p["tags"], p["d"]) for p in payloads(kafka_bootstrap, f"sets{unique}-{table}"))
+        assert got == [(1, "x,y", 0.1), (2, "", 1.5e-12), (3, None, None)]
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        engine.dispose()
+
+
 def test_a_sqlite_integer_primary_key_is_a_valid_incrementing_column(tmp_path, worker_props, kafka_bootstrap,
                                                                      unique):
     # INTEGER PRIMARY KEY is SQLite's rowid: never NULL, though reflection says nullable

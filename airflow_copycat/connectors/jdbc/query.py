@@ -25,6 +25,7 @@ import copy
 import hashlib
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from airflow_copycat.connect import ConnectException
 
@@ -44,21 +45,28 @@ def _verbatim(query: str) -> sa.TextClause:
     return sa.text(clean(query).replace(":", r"\:"))
 
 
-def exact_floats(_inspector, _table, column: dict) -> None:
+def driver_values(_inspector, _table, column: dict) -> None:
     """A reflected column's type as the connector reads it (``column_reflect`` listener of the tables it
-    reflects, and applied to a query's columns): MySQL/MariaDB ``DOUBLE`` and ``REAL`` reflect with
-    ``asdecimal=True``, which makes SQLAlchemy return each value as a Decimal rounded to 10 places
-    (1/3 read as 0.3333333333, 1.5e-12 as 0.0); their values are read as the driver's floats instead."""
+    reflects, and applied to a query's columns), where SQLAlchemy's own result processing would change
+    the driver's values:
+
+    * MySQL/MariaDB ``DOUBLE`` and ``REAL`` reflect with ``asdecimal=True``, which returns each value as
+      a Decimal rounded to 10 places (1/3 read as 0.3333333333, 1.5e-12 as 0.0): read as the driver's
+      floats;
+    * a MySQL/MariaDB ``SET`` returns a Python set (written to Kafka as ``"{'y', 'x'}"``, in any order):
+      read as the server's text, ``x,y`` in the order the column defines its members."""
     kind = column["type"]
     if isinstance(kind, sa.Float) and kind.asdecimal:
         kind = copy.copy(kind)
         kind.asdecimal = False
         column["type"] = kind
+    elif isinstance(kind, mysql.SET):
+        column["type"] = sa.String()
 
 
 def reflect_columns(engine: sa.Engine, query: str) -> list[dict]:
     """The query's result columns as the inspector reports table columns (name, type, nullable), their
-    types as :func:`exact_floats` leaves them."""
+    types as :func:`driver_values` leaves them."""
     name = "copycat_q_" + hashlib.sha1(clean(query).encode()).hexdigest()[:10]
     mysql = engine.dialect.name in ("mysql", "mariadb")
     try:
@@ -87,7 +95,7 @@ def reflect_columns(engine: sa.Engine, query: str) -> list[dict]:
     if not columns:
         raise ConnectException("the query (query) returns no columns")
     for col in columns:
-        exact_floats(None, None, col)
+        driver_values(None, None, col)
     names = [c["name"] for c in columns]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -380,7 +380,7 @@ class TableReader:
         else:
             try:
                 self.table = sa.Table(ref.name, sa.MetaData(), schema=ref.schema, autoload_with=engine,
-                                      listeners=[("column_reflect", q.exact_floats)])
+                                      listeners=[("column_reflect", q.driver_values)])
             except sa.exc.NoSuchTableError:
                 raise ConnectException(f"table {ref.fqn} no longer exists") from None
         cols = {col.name: col for col in self.table.columns}
