@@ -103,7 +103,7 @@ class Writer:
     def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
         for row in rows:
             self.tables.ensure(row)
-        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identity)
+        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identities())
         attempt = 0
         while True:
             counts: dict[str, dict[str, int]] = {}
@@ -156,14 +156,23 @@ class Writer:
         types = self.tables.column_types(table) or {}
         return [i for i, col in enumerate(columns) if d.holds_instants(types.get(self.tables.fold(col)))]
 
-    def _identity(self, row: Row) -> tuple:
-        """``row``'s key as the table tells keys apart: a Timestamp in a column that holds instants by its
+    def _identities(self) -> Callable[[Row], tuple]:
+        """A row's key as the table tells keys apart: a Timestamp in a column that holds instants by its
         instant, so the two of the repeated hour of a change to winter time (one local time, told apart by
-        ``fold``, which ``==`` ignores) stay two rows; in a column of local times they are one."""
-        at = self._instant_positions(row.table, row.key_columns)
-        if not at:
-            return row.key
-        return tuple((v, v.fold) if i in at and isinstance(v, dt.datetime) else v for i, v in enumerate(row.key))
+        ``fold``, which ``==`` ignores) stay two rows; in a column of local times they are one. The tables'
+        key columns are looked at once per table (for one ``write``)."""
+        positions: dict[tuple, list[int]] = {}
+
+        def identity(row: Row) -> tuple:
+            where = (row.table, row.key_columns)
+            at = positions.get(where)
+            if at is None:
+                at = positions[where] = self._instant_positions(row.table, row.key_columns)
+            if not at:
+                return row.key
+            return tuple((v, v.fold) if i in at and isinstance(v, dt.datetime) else v for i, v in enumerate(row.key))
+
+        return identity
 
     def _binder(self, table: str, columns: Sequence[str]) -> Callable[[tuple], tuple]:
         """The statement parameters of values of ``columns`` of ``table``: :meth:`Dialect.adapt`, after
