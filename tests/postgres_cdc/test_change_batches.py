@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from airflow_copycat.connect.records import SourceRecord
+from airflow_copycat.connectors.postgres_cdc import change_batches
 from airflow_copycat.connectors.postgres_cdc.change_batches import ChangeBatcher
 from airflow_copycat.runtime.kafka import read_to_end
 
@@ -129,9 +130,11 @@ def _comparable(message: tuple) -> tuple:
 
 @pytest.mark.parametrize("value_converter", ["json", "avro"])
 def test_batches_send_the_bytes_records_send(cdc_db, worker_props, unique, monkeypatch, value_converter):
-    made = []
-    batch = ChangeBatcher._batch
+    made, from_wire = [], []
+    batch, wire = ChangeBatcher._batch, change_batches._wire_tuples
     monkeypatch.setattr(ChangeBatcher, "_batch", lambda self, run: made.append(len(run)) or batch(self, run))
+    monkeypatch.setattr(change_batches, "_wire_tuples",  # counts the batches read from the messages' bytes
+                        lambda relation, changes: (lambda t: from_wire.append(t is not None) or t)(wire(relation, changes)))
     for ddl in TABLES.values():
         cdc_db.sql(ddl)
     cdc_db.sql("ALTER TABLE full_rows REPLICA IDENTITY FULL")
@@ -155,6 +158,7 @@ def test_batches_send_the_bytes_records_send(cdc_db, worker_props, unique, monke
         ends[t] = len(sent[t])
     second = batches.run()
     assert sum(made) > 300, made
+    assert from_wire.count(True) > 5, "batches read their tuples from the messages' bytes at once"
     again = {t: _messages(worker_props["bootstrap.servers"], t, ends[t]) for t in topics}
 
     kinds = sent[topics[0]]
@@ -225,3 +229,4 @@ def test_a_decimal_of_a_scale_arrow_cannot_read_back_streams_as_records(cdc_db, 
     batches.run()
     again = _messages(worker_props["bootstrap.servers"], topic, len(sent))
     assert len(sent) == 80 and [_comparable(m) for m in again] == [_comparable(m) for m in sent]
+

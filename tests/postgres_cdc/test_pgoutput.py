@@ -14,7 +14,7 @@ import pytest
 from airflow_copycat.connectors.postgres_cdc.model import (UNCHANGED_TOAST, Begin, Change, Commit, Relation,
                                                           Truncate, parse_lsn)
 from airflow_copycat.connectors.postgres_cdc.pgoutput import (LogicalMessage, Origin, PgOutputDecoder,
-                                                              PgOutputError, TypeInfo)
+                                                              PgOutputError, TypeInfo, WireChange)
 
 
 class Wal:
@@ -53,7 +53,7 @@ def test_a_transaction_is_begin_relation_changes_commit_with_its_xid_and_positio
 
     msgs = wal.messages()
 
-    assert [type(m) for m in msgs] == [Begin, Relation, Change, Change, Commit]
+    assert [type(m) for m in msgs] == [Begin, Relation, WireChange, WireChange, Commit]  # a UTF-8 database
     begin, relation, first, second, commit = msgs
     assert begin.xid == xid and first.xid == xid and second.xid == xid
     assert begin.final_lsn == commit.commit_lsn < commit.end_lsn

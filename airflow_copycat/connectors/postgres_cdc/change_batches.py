@@ -14,6 +14,12 @@ error, from ``poll()``), the same topic, key, tombstones and per-row offsets. On
 ``ts_ms``/``ts_us``/``ts_ns`` (when the connector made the event) are read once per batch rather
 than once per event.
 
+How: the run's tuples are read from the changes' pgoutput messages at once, one Arrow string column
+per table column (:mod:`.wire_columns`; changes that were decoded already -- an update with its old
+row -- go through their decoded values), and each column is converted by one Arrow cast where that
+gives what the per-value converter gives (:mod:`.column_casts`: integers, strings, decimals, floats,
+``timestamptz``), value by value otherwise.
+
 Types in batches: integers, floats, booleans, strings (Debezium's string-based types included:
 ``ZonedTimestamp``, ``Json``, ``Uuid``, enums, ...), bytes and ``Decimal`` (``decimal.handling.mode=precise``
 with a fixed scale). A table with a column of another type (Connect's ``Date``/``Time``/``Timestamp``
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 
 from airflow_copycat.connect import Schema
@@ -31,9 +38,12 @@ from airflow_copycat.connect.batch import SourceBatch
 from airflow_copycat.connect.data import Decimal, Type
 
 from ..files.formats import arrow_type
-from .envelope import SOURCE_SCHEMA, TRANSACTION_SCHEMA, EventBuilder
+from .column_casts import cast_texts
+from .envelope import SOURCE_SCHEMA, TRANSACTION_SCHEMA, EventBuilder, sequence
 from .model import Change, Relation
+from .pgoutput import WireChange
 from .stream import Item
+from .wire_columns import TextColumn, tuple_columns
 
 _IN_BATCHES = {Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.FLOAT32, Type.FLOAT64, Type.BOOLEAN,
                Type.STRING, Type.BYTES}
@@ -86,7 +96,7 @@ class ChangeBatcher:
         run: list[Item] = []
         for item in items:
             message = item.message
-            plain = type(message) is Change and self._plain(message)
+            plain = isinstance(message, Change) and self._plain(message)
             if run and (not plain or message.relation is not run[0].message.relation):
                 out += self._flush(run, events)
                 run = []
@@ -134,39 +144,34 @@ class ChangeBatcher:
         relation = run[0].message.relation
         t = b.table_schemas(relation)
         row_type, key_types = self._fit[relation]
-        befores: list[tuple | None] = []  # per row: the WAL's values (texts), or None (no such row)
-        afters: list[tuple | None] = []
-        keys: list[tuple] = []  # the row the key comes from
+        # per row: its change, or None for a delete's tombstone (which has the delete's key and no value)
+        changes: list[Change | None] = []
         ops: list[str | None] = []
         tombstones: list[int] = []
         offsets: list[dict] = []
-        sources: list[list] = []
-        source_values = b.source_values
+        sources: list[tuple] = []  # per row: the source block's commit time, txId, LSN, last commit LSN
         with_tombstones = b.tombstones and t.key_schema is not None
         for item in run:
             change: Change = item.message
             op = change.op
-            befores.append(change.before)
-            afters.append(change.after)
-            keys.append(change.before if op == "d" or change.after is None else change.after)
+            changes.append(change)
             ops.append(op)
             offsets.append(item.offset)
-            sources.append(source_values(relation, change.commit_ts_us, change.xid, change.lsn, item.last_commit_lsn))
+            sources.append((change.commit_ts_us, change.xid, change.lsn, item.last_commit_lsn))
             if op == "d" and with_tombstones:  # the tombstone: the same key, no value
                 tombstones.append(len(ops))
-                befores.append(None)
-                afters.append(None)
-                keys.append(keys[-1])
+                changes.append(None)
                 ops.append(None)
                 offsets.append(item.offset)
                 sources.append(sources[-1])
         n = len(ops)
+        tuples = _wire_tuples(relation, changes) or _decoded_tuples(changes)
         ns = b.clock()
         columns = tuple(zip(t.value_positions, t.value_mappings))
         data: dict[str, Any] = {
-            "before": _row_structs(row_type, columns, befores),
-            "after": _row_structs(row_type, columns, afters),
-            "source": _structs(_SOURCE_TYPE, sources),
+            "before": _row_structs(row_type, columns, tuples["before"]),
+            "after": _row_structs(row_type, columns, tuples["after"]),
+            "source": _source_column(b, relation, sources),
             "transaction": pa.nulls(n, _TRANSACTION_TYPE),
             "op": pa.array(ops, pa.string()),
             "ts_ms": pa.array([ns // 1_000_000] * n, pa.int64()),
@@ -177,7 +182,7 @@ class ChangeBatcher:
         for f, typ, i, mapping in zip(t.key_schema.fields if t.key_schema is not None else [], key_types,
                                       t.key_positions, t.key_mappings):
             key_fields.append(f"key.{f.name}")  # apart from the envelope's own fields
-            data[key_fields[-1]] = _column(typ, i, mapping, keys, 0)
+            data[key_fields[-1]] = _column(typ, mapping, tuples["key"].column(i))
         batch = SourceBatch(topic=t.topic, data=pa.table(data), value_schema=t.envelope,
                             source_partition=self.partition, source_offset=offsets[-1],
                             key_fields=tuple(key_fields), key_schema=t.key_schema if key_fields else None,
@@ -189,37 +194,122 @@ class ChangeBatcher:
         return batch
 
 
-def _row_structs(struct_type: pa.StructType, columns: tuple, rows: list[tuple | None]) -> pa.StructArray:
+class _Texts:
+    """One column's values over a batch's rows, as the WAL had them: ``column(i)`` of a :class:`_Tuples`."""
+
+    def __init__(self, values: list | None = None, wire: TextColumn | None = None, missing_rows: int = 0,
+                 present: list[bool] | None = None):
+        self._values, self.wire, self.missing_rows, self.present = values, wire, missing_rows, present
+
+    def values(self) -> list:
+        """Per row: the text, None (NULL, or no such row), or UNCHANGED_TOAST."""
+        return self._values if self._values is not None else self.wire.values()
+
+
+class _Tuples:
+    """One of a batch's tuples (``before``, ``after`` or the key's row) for every row: ``present`` says
+    which rows have one (the others: a null struct); ``column(i)`` is the WAL's column ``i`` of every
+    row -- from the decoded ``rows``, or taken from the run's ``wire`` columns at ``at`` (per row, its
+    message; -1: none) when first asked for."""
+
+    def __init__(self, present: list[bool], rows: list[tuple | None] | None = None,
+                 wire: list[TextColumn] | None = None, at: np.ndarray | None = None):
+        self.present, self.rows, self.wire, self.at = present, rows, wire, at
+        self.missing = present.count(False)
+
+    def column(self, i: int) -> _Texts:
+        if self.wire is not None:
+            return _Texts(wire=self.wire[i].take(self.at), missing_rows=self.missing, present=self.present)
+        return _Texts(values=[None if r is None else r[i] for r in self.rows], missing_rows=self.missing,
+                      present=self.present)
+
+
+def _key_row(change: Change):
+    """Which tuple of ``change`` its key comes from: ``"before"`` for a delete (or an update without new row)."""
+    return "before" if change.op == "d" or change.after is None else "after"
+
+
+def _decoded_tuples(changes: list[Change | None]) -> dict[str, _Tuples]:
+    """The batch's tuples from the changes' decoded ``before``/``after`` (see :func:`_wire_tuples`)."""
+    keys, previous = [], None
+    for c in changes:
+        keys.append(previous if c is None else (c.before if _key_row(c) == "before" else c.after))
+        previous = keys[-1]
+    out = {}
+    for name, rows in (("before", [None if c is None else c.before for c in changes]),
+                       ("after", [None if c is None else c.after for c in changes]), ("key", keys)):
+        out[name] = _Tuples([r is not None for r in rows], rows=rows)
+    return out
+
+
+def _wire_tuples(relation: Relation, changes: list[Change | None]) -> dict[str, _Tuples] | None:
+    """The batch's tuples read from the changes' messages at once (:func:`.wire_columns.tuple_columns`),
+    or None when a change is not a :class:`~.pgoutput.WireChange` or a tuple is not one the per-message
+    decoder reads (the caller then decodes them change by change, which raises that decoder's error).
+    A WireChange has one tuple: a delete's old row, an insert's or update's new row."""
+    wires, olds, at = [], [], []
+    for c in changes:
+        if c is not None:
+            if type(c) is not WireChange:
+                return None
+            wires.append(c.wire)
+            olds.append(c.old_at >= 0)
+            at.append(c.old_at if c.old_at >= 0 else c.new_at)
+    lengths = np.array([len(w) for w in wires], np.int64)
+    ends = np.cumsum(lengths)
+    columns = tuple_columns(np.frombuffer(b"".join(wires), np.uint8), ends, ends - lengths + np.array(at, np.int64),
+                            len(relation.columns))
+    if columns is None:
+        return None
+    tombstone = np.array([c is None for c in changes], bool)
+    message = np.cumsum(~tombstone) - 1  # each row's message (a tombstone's is its delete's)
+    old = np.array(olds, bool)[message]
+    rows = {"before": np.where(old & ~tombstone, message, -1), "after": np.where(~old & ~tombstone, message, -1),
+            "key": message}
+    return {name: _Tuples((at >= 0).tolist(), wire=columns, at=at) for name, at in rows.items()}
+
+
+def _row_structs(struct_type: pa.StructType, columns: tuple, rows: _Tuples) -> pa.StructArray:
     """A ``before``/``after`` column: for each row field (``columns``: the row's position of its value in
-    the WAL's tuples, its FieldMapping) the converted values of ``rows`` (None: a null struct)."""
-    missing = [r is None for r in rows]
-    nulls = missing.count(True)
-    arrays = [_column(struct_type.field(f).type, i, mapping, rows, nulls) for f, (i, mapping) in enumerate(columns)]
-    mask = pa.array(missing, pa.bool_()) if nulls else None
+    the WAL's tuples, its FieldMapping) the converted values of ``rows`` (a row without tuple: a null struct)."""
+    arrays = [_column(struct_type.field(f).type, mapping, rows.column(i)) for f, (i, mapping) in enumerate(columns)]
+    mask = pa.array([not p for p in rows.present], pa.bool_()) if rows.missing else None
     return pa.StructArray.from_arrays(arrays, fields=list(struct_type), mask=mask)
 
 
-def _column(typ: pa.DataType, i: int, mapping, rows: list[tuple | None], nulls: int) -> pa.Array:
-    """Value ``i`` of each of ``rows`` (``nulls`` of them None) converted by ``mapping``: by one Arrow cast
-    of the texts where that is exact (:attr:`.values.FieldMapping.text_exact`) and no text is missing
-    that would take a value (``mapping.missing``), else value by value by ``mapping.convert``."""
-    texts = [None if r is None else r[i] for r in rows]
-    if mapping.text_exact and (mapping.missing is None or texts.count(None) == nulls):
+def _column(typ: pa.DataType, mapping, texts: _Texts) -> pa.Array:
+    """One column's values converted by ``mapping``: at once where that is exact (:func:`.column_casts.cast_texts`:
+    ``text_exact`` or ``zoned_width``) and no text is missing that would take a value
+    (``mapping.missing``), else value by value by ``mapping.convert`` (a row without tuple: null)."""
+    if mapping.text_exact or mapping.zoned_width is not None:
+        wire, width = texts.wire, mapping.zoned_width
         try:
-            column = pa.array(texts, pa.string())
-            return column if typ == pa.string() else column.cast(typ)
+            if wire is not None:
+                if wire.unchanged is None and (mapping.missing is None or not wire.null_values):
+                    return cast_texts(wire.texts, typ, width)
+            else:
+                values = texts.values()
+                if mapping.missing is None or values.count(None) == texts.missing_rows:
+                    return cast_texts(pa.array(values, pa.string()), typ, width)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
             pass  # an unchanged TOASTed value, a text Arrow does not cast: convert()'s way (and its error)
     convert = mapping.convert
-    return pa.array([None if r is None else convert(r[i]) for r in rows], typ)
+    return pa.array([convert(v) if p else None for v, p in zip(texts.values(), texts.present)], typ)
 
 
-def _structs(struct_type: pa.StructType, rows: list[list | None]) -> pa.StructArray:
-    """A struct column of ``rows`` (each a list of the fields' values, or None for a null struct)."""
-    width = struct_type.num_fields
-    nones = [None] * width
-    columns = list(zip(*[nones if r is None else r for r in rows])) if rows else [()] * width
-    arrays = [pa.array(column, struct_type.field(i).type) for i, column in enumerate(columns)]
-    missing = [r is None for r in rows]
-    mask = pa.array(missing, pa.bool_()) if any(missing) else None
-    return pa.StructArray.from_arrays(arrays, fields=list(struct_type), mask=mask)
+_PER_CHANGE = {"ts_ms", "sequence", "ts_us", "ts_ns", "txId", "lsn"}
+"""The fields of the ``source`` block that differ between the changes of one run of one table."""
+
+
+def _source_column(b: EventBuilder, relation: Relation, rows: list[tuple]) -> pa.StructArray:
+    """The ``source`` column of a batch: per row ``(commit time us, txId, LSN, last commit LSN)``; the
+    other fields as :meth:`.envelope.EventBuilder.source_values` gives them for the run's first change."""
+    values = dict(zip(_SOURCE_TYPE.names, b.source_values(relation, *rows[0])))
+    us = [r[0] for r in rows]
+    per_change = {"ts_ms": [u // 1000 for u in us], "ts_us": us, "ts_ns": [u * 1000 for u in us],
+                  "txId": [r[1] for r in rows], "lsn": [r[2] for r in rows],
+                  "sequence": [sequence(r[2], r[3]) for r in rows]}
+    n = len(rows)
+    arrays = [pa.array(per_change[f.name], f.type) if f.name in _PER_CHANGE else pa.repeat(pa.scalar(values[f.name], f.type), n)
+              for f in _SOURCE_TYPE]
+    return pa.StructArray.from_arrays(arrays, fields=list(_SOURCE_TYPE))

@@ -149,6 +149,15 @@ class _TableSchemas:
     value_mappings: tuple = ()
 
 
+def sequence(lsn: int | None, last_commit_lsn: int | None) -> str | None:
+    """The ``source.sequence`` of a change at ``lsn`` after the transaction committed at ``last_commit_lsn``
+    (Debezium's ``["<last commit LSN>","<LSN>"]``); None without ``lsn`` (a snapshot row)."""
+    if lsn is None:
+        return None
+    last = "null" if last_commit_lsn is None else f'"{int(last_commit_lsn)}"'
+    return f'[{last},"{int(lsn)}"]'
+
+
 class EventBuilder:
     """Builds Debezium change events from model changes, per one connector config.
 
@@ -266,11 +275,7 @@ class EventBuilder:
         """The values of :meth:`source`'s struct (given a :class:`SourceInfo`'s fields), in
         :data:`SOURCE_SCHEMA`'s field order."""
         us = commit_ts_us
-        sequence = None
-        if lsn is not None:
-            last = "null" if last_commit_lsn is None else f'"{int(last_commit_lsn)}"'
-            sequence = f'[{last},"{int(lsn)}"]'
-        return [self.version, CONNECTOR, self.prefix, us // 1000, snapshot, self.database, sequence,
+        return [self.version, CONNECTOR, self.prefix, us // 1000, snapshot, self.database, sequence(lsn, last_commit_lsn),
                 us, us * 1000, relation.schema, relation.table, tx_id, lsn, xmin]
 
     def key(self, relation: Relation, row: tuple | None) -> Struct | None:

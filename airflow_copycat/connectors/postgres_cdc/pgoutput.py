@@ -14,7 +14,10 @@ Each message is one byte of type then its fields, big-endian; strings end with a
 
 Tuple columns are ``n`` (NULL), ``u`` (a TOASTed value the change left alone: not in the WAL)
 or ``t`` (the value's text output, length-prefixed). They decode to ``None``,
-:data:`~.model.UNCHANGED_TOAST` and ``str``.
+:data:`~.model.UNCHANGED_TOAST` and ``str``. In a UTF-8 session an insert, an update without old
+row and a delete come as a :class:`WireChange`: its tuples are decoded when first read (so a batch
+can read many changes' tuples at once from their bytes, :mod:`.wire_columns`), and a malformed tuple
+raises :class:`PgOutputError` then, not from :meth:`PgOutputDecoder.decode`.
 
 :class:`PgOutputDecoder` is stateful like the protocol: it remembers relations (a change names
 its table only by oid) and the open transaction (a change carries neither xid nor commit
@@ -23,6 +26,7 @@ time). Feed it the messages of one decoding session in order, each with its WAL 
 
 from __future__ import annotations
 
+import codecs
 import struct
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -71,6 +75,50 @@ class LogicalMessage:
     content: bytes
 
 
+class WireChange(Change):
+    """A :class:`~.model.Change` that keeps its message's bytes and decodes ``before``/``after`` when first
+    read (then as :class:`PgOutputDecoder` decodes them; equal to the eager :class:`~.model.Change`).
+
+    ``wire`` is the message; ``old_at`` / ``new_at`` are where its old and new tuples start in it
+    (their column count), -1 for none."""
+
+    def __init__(self, relation: Relation, op: str, lsn: int, xid: int, commit_ts_us: int, wire: bytes,
+                 old_at: int, new_at: int, read_tuple: Callable):
+        self.__dict__.update(relation=relation, op=op, lsn=lsn, xid=xid, commit_ts_us=commit_ts_us, wire=wire,
+                             old_at=old_at, new_at=new_at, _read=read_tuple)  # frozen: no __setattr__
+
+    def _tuple(self, name: str, at: int) -> tuple | None:
+        cached = self.__dict__.get(name)
+        if cached is None and at >= 0:
+            try:
+                cached, _ = self._read(self.wire, at)
+            except (struct.error, IndexError, UnicodeDecodeError) as e:
+                kind = self.wire[0:1].decode()
+                raise PgOutputError(f"malformed pgoutput {kind} message at LSN {self.lsn:X}: {e}") from None
+            object.__setattr__(self, name, cached)
+        return cached
+
+    @property
+    def before(self) -> tuple | None:
+        return self._tuple("_before", self.old_at)
+
+    @property
+    def after(self) -> tuple | None:
+        return self._tuple("_after", self.new_at)
+
+    def __eq__(self, other):
+        if not isinstance(other, Change):
+            return NotImplemented
+        return (self.relation, self.op, self.before, self.after, self.lsn, self.xid, self.commit_ts_us) == \
+            (other.relation, other.op, other.before, other.after, other.lsn, other.xid, other.commit_ts_us)
+
+    __hash__ = Change.__hash__
+
+    def __repr__(self) -> str:
+        return (f"WireChange(relation={self.relation.schema}.{self.relation.table}, op={self.op!r}, "
+                f"before={self.before!r}, after={self.after!r}, lsn={self.lsn}, xid={self.xid})")
+
+
 Message = Begin | Commit | Relation | Change | Truncate | TypeInfo | Origin | LogicalMessage
 
 
@@ -90,6 +138,7 @@ class PgOutputDecoder:
         self.types: dict[int, TypeInfo] = {}
         self.describe = describe
         self.encoding = encoding
+        self._wire = codecs.lookup(encoding).name == "utf-8"  # changes as WireChange
         self.xid = 0
         self.commit_ts_us = 0
         self.final_lsn = 0
@@ -175,13 +224,17 @@ class PgOutputDecoder:
     def _insert(self, data: bytes, lsn: int) -> Change:
         (oid,) = _U32.unpack_from(data, 1)
         relation = self._known(oid, lsn)
-        after, _ = self._tuple(data, 6)  # data[5] is 'N'
+        if self._wire:  # data[5] is 'N'
+            return WireChange(relation, "c", lsn, self.xid, self.commit_ts_us, data, -1, 6, self._tuple)
+        after, _ = self._tuple(data, 6)
         return Change(relation, "c", None, after, lsn, self.xid, self.commit_ts_us)
 
     def _update(self, data: bytes, lsn: int) -> Change:
         (oid,) = _U32.unpack_from(data, 1)
         relation = self._known(oid, lsn)
         before, pos = None, 5
+        if self._wire and data[pos] == 0x4E:  # 'N' only: no old row
+            return WireChange(relation, "u", lsn, self.xid, self.commit_ts_us, data, -1, 6, self._tuple)
         if data[pos] in (0x4B, 0x4F):  # 'K' key columns only, 'O' the whole old row
             before, pos = self._tuple(data, pos + 1)
         after, _ = self._tuple(data, pos + 1)  # data[pos] is 'N'
@@ -190,7 +243,9 @@ class PgOutputDecoder:
     def _delete(self, data: bytes, lsn: int) -> Change:
         (oid,) = _U32.unpack_from(data, 1)
         relation = self._known(oid, lsn)
-        before, _ = self._tuple(data, 6)  # data[5] is 'K' or 'O'
+        if self._wire:  # data[5] is 'K' or 'O'
+            return WireChange(relation, "d", lsn, self.xid, self.commit_ts_us, data, 6, -1, self._tuple)
+        before, _ = self._tuple(data, 6)
         return Change(relation, "d", before, None, lsn, self.xid, self.commit_ts_us)
 
     def _truncate(self, data: bytes, lsn: int) -> Truncate:

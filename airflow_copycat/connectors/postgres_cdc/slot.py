@@ -300,8 +300,9 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
     query = ("SELECT (lsn - '0/0'::pg_lsn)::bigint, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, "
              "NULL, 'proto_version', '1', 'publication_names', %s)")
     try:
-        # a server-side cursor WITH HOLD: STREAM_CHUNK rows a round trip, each round's rows made in one call
-        with conn.cursor(name="copycat_slot_read", withhold=True) as cur:
+        # a server-side cursor WITH HOLD: STREAM_CHUNK rows a round trip, each round's rows made in one call;
+        # binary: the messages as they are (not as hex text, twice the bytes, to decode)
+        with conn.cursor(name="copycat_slot_read", withhold=True, binary=True) as cur:
             cur.execute(query, (slot, lsn_text(upto_lsn), _publication_option(publication)))
             while True:
                 rows = cur.fetchmany(STREAM_CHUNK)

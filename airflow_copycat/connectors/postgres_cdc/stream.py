@@ -96,6 +96,7 @@ class StreamRead:
         self._last_commit: int | None = None  # its commit LSN
         self._held_last_commit: int | None = None
         self._failed: BaseException | None = None
+        self._last_wanted: tuple = (None, 0, False)
 
     def take(self, limit: int) -> list[Item]:
         """Up to about ``limit`` items (a transaction's end may add one); ``[]`` once exhausted.
@@ -114,6 +115,7 @@ class StreamRead:
 
     def _take(self, limit: int) -> list[Item]:
         out: list[Item] = []
+        self._last_wanted = (None, 0, False)  # (relation, commit LSN, captured?) of the last change; per take
         decode = self.decoder.decode
         for lsn, data in self._messages:
             message = decode(data, lsn)
@@ -167,7 +169,12 @@ class StreamRead:
             return False  # handed out (and committed) by an earlier run that stopped inside this transaction
         if isinstance(message, Truncate):
             return any(self.captured(rel, self._final_lsn) for rel in message.relations)
-        return self.captured(message.relation, self._final_lsn)
+        last = self._last_wanted  # changes come in runs of one table in one transaction
+        if last[0] is message.relation and last[1] == self._final_lsn:
+            return last[2]
+        wanted = self.captured(message.relation, self._final_lsn)
+        self._last_wanted = (message.relation, self._final_lsn, wanted)
+        return wanted
 
     def _item(self, message: Change | Truncate, lsn_commit: int) -> Item:
         self.changes += 1

@@ -122,15 +122,19 @@ class FieldMapping:
     """A column's Connect schema and the function from its text values to Connect values.
 
     ``missing`` is what ``convert(None)`` returns (a column the WAL did not carry: None when the
-    column is optional, else its default or its type's zero). ``text_exact``: every text ``convert``
-    accepts is the value as it is (strings) or cast exactly by Arrow from its text to the schema's
-    Arrow type (integers; decimals of the column's scale), and every text it refuses Arrow refuses
-    too -- a batch may then convert a whole column in one cast."""
+    column is optional, else its default or its type's zero). ``text_exact``: where Arrow casts a
+    text to the schema's Arrow type (:func:`.column_casts.cast_texts`), it gives what ``convert`` gives
+    -- strings as they are; integers; decimals of the column's scale; floats, correctly rounded to a
+    double as Python's ``float`` reads them (a float32 for ``real`` from that double) -- so a batch
+    converts a whole column in one cast, and value by value where the cast fails. ``zoned_width``: the
+    column is a ``timestamptz`` converted to a ``ZonedTimestamp`` with that many fraction digits, which
+    :func:`.column_casts.zoned_timestamps` converts a whole column at a time the same way."""
 
     schema: Schema
     convert: Converter
     missing: Any = None
     text_exact: bool = False
+    zoned_width: int | None = None
 
 
 def _optional(builder: SchemaBuilder, optional: bool) -> Schema:
@@ -245,8 +249,8 @@ class ValueMapper:
             except (ValueError, decimal.InvalidOperation, IndexError, AttributeError) as e:
                 raise DataException(f"column {name!r}: cannot read {str(text)[:60]!r} ({e})") from None
 
-        exact = parse is int or parse is str or getattr(parse, "arrow_exact", False)
-        return FieldMapping(schema, convert, missing, exact)
+        exact = parse is int or parse is str or parse is float or getattr(parse, "arrow_exact", False)
+        return FieldMapping(schema, convert, missing, exact, getattr(parse, "zoned_width", None))
 
     def _default(self, column: Column, schema: Schema, parse: Callable) -> Any:
         """The schema default Debezium derives from the column's default expression: a literal's value;
@@ -336,7 +340,11 @@ class ValueMapper:
             return self._timestamp(time_precision(modifier))
         if oid == TIMESTAMPTZ:
             width = time_precision(modifier)
-            return b.string().name(ZONED_TIMESTAMP).version(1).build(), lambda t: zoned_timestamp(t, width)
+
+            def zoned(t):
+                return zoned_timestamp(t, width)
+            zoned.zoned_width = width  # a batch may convert a column at once (FieldMapping.zoned_width)
+            return b.string().name(ZONED_TIMESTAMP).version(1).build(), zoned
         if oid == POINT_OID:
             return (b.struct().name(POINT).version(1).doc("Geometry (POINT)").field("x", Schema.FLOAT64)
                     .field("y", Schema.FLOAT64).field("wkb", Schema.OPTIONAL_BYTES).field("srid", Schema.OPTIONAL_INT32)
