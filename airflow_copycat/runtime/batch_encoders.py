@@ -175,14 +175,22 @@ class _JsonBatchEncoder(BatchEncoder):
         schema's order): each field's text joined with the constant member names; ``{}`` per row
         for a struct without fields. ``None`` when a field cannot be done in columns."""
         parts: list[Any] = []
+        close = ""  # a string field's closing quote, written with the next member's name
         for i, (f, child) in enumerate(zip(schema.fields, children)):
+            member = close + ("{" if i == 0 else ",") + _quote(f.name) + ":"
+            if f.schema.type is Type.STRING and not child.null_count and \
+                    (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)):
+                parts += [member + '"', _json_strings(child, quoted=False)]  # the quotes in the constants
+                close = '"'
+                continue
             text = self._column(f.schema, child, slow, f"{path}.{f.name}")
             if text is None:
                 return None
-            parts += [("{" if i == 0 else ",") + _quote(f.name) + ":", text]
+            parts += [member, text]
+            close = ""
         if not parts:
             return pa.array(["{}"] * n, pa.large_string())
-        return _join(*parts, "}")
+        return _join(*parts, close + "}")
 
     def _nested(self, schema: Schema, arr: pa.StructArray, slow: np.ndarray, path: str) -> pa.Array | None:
         """A nested struct column by :meth:`_struct`, from the StructArray's child of each field's
@@ -293,8 +301,9 @@ def _mask(bools) -> np.ndarray:
     return np.asarray(bools.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _json_strings(arr: pa.Array) -> pa.Array:
-    """Each string as Jackson writes it, quotes included (nulls stay null).
+def _json_strings(arr: pa.Array, quoted: bool = True) -> pa.Array:
+    """Each string as Jackson writes it, quotes included (nulls stay null); without them when not
+    ``quoted`` (a struct's member puts them in its constant text).
 
     A few passes over the UTF-8 data as one numpy array: a string with a control character other than
     ``\\b\\t\\n\\f\\r`` or a character beyond U+FFFF (a 4-byte sequence) is quoted by the converter's
@@ -317,14 +326,15 @@ def _json_strings(arr: pa.Array) -> pa.Array:
         out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
     else:
         out = pa.LargeStringArray.from_buffers(n, bufs[1], bufs[2])
-    out = _join('"', out, '"')
+    if quoted:
+        out = _join('"', out, '"')
     if arr.null_count:
         out = pc.if_else(arr.is_null(), pa.scalar(None, pa.large_string()), out)
     if _UNLIKE_JACKSON_MASK[control].any() or (data >= 0xF0).any():
         odd = pc.match_substring_regex(arr, _UNLIKE_JACKSON)
         if pc.any(odd).as_py():
             rows = np.flatnonzero(_mask(odd))
-            texts = [_quote(s) for s in arr.take(pa.array(rows)).to_pylist()]
+            texts = [_quote(s) if quoted else _quote(s)[1:-1] for s in arr.take(pa.array(rows)).to_pylist()]
             out = pc.replace_with_mask(out, _mask(odd), pa.array(texts, out.type))
     return out
 
