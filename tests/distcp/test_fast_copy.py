@@ -3,8 +3,7 @@ it replaces: for generated files -- 0 and 1 byte, sizes around the block size, s
 ``copy_unit(..., fast=True)`` and ``fast=False`` give the same results, the same staged names and
 bytes, the same done markers and part records (checksums included), the same published tree and
 manifest, and the same errors when the source vanishes, shrinks or grows (before or during the
-copy). Several units in flight (:mod:`airflow_copycat.distcp.inflight`) stage what one at a time
-does."""
+copy)."""
 
 from __future__ import annotations
 
@@ -262,41 +261,6 @@ def test_generated_files_are_the_same(small_blocks, size, split, checksum, seed)
         seen = copy_both(Path(tmp), data_of(size, seed), split_by(split) if split else whole, config)
     assert_same(seen)
     assert all(r["status"] == "ok" for r in seen[True]["results"])
-
-
-# --------------------------------------------------------------------------- several units in flight
-
-
-def test_units_in_flight_stage_what_one_at_a_time_does(tmp_path, small_blocks):
-    """Many small files and a split one, four at a time: results in order, the same staged trees as
-    one at a time, and progress that only grows to the task's bytes."""
-    sizes = [0, 1, B - 1, B, B + 1] + [random.Random(i).randint(0, 3 * B) for i in range(30)]
-    files = [make_file(tmp_path, data_of(s, i), name=f"d{i % 3}/f{i:03d}.bin") for i, s in enumerate(sizes)]
-    files.append(make_file(tmp_path, data_of(7 * B + 1), name="big.bin"))
-    config = {"checksum": "md5", "block.split.size": 2 * B}
-    units = work_units(files, 2 * B)
-    staged = {}
-    for threads in (1, 4):
-        target = tmp_path / f"t{threads}"
-        seen = []
-        out = list(copy_units(units, LOCAL, LOCAL, Staging(str(target)), config, progress=seen.append,
-                              threads=threads))
-        assert [u for u, _ in out] == units
-        assert all(r["status"] == "ok" for _, r in out), out
-        assert seen == sorted(seen) and seen[-1] == sum(u.bytes for u in units)
-        staged[threads] = tree(target)
-    assert staged[4] == staged[1]
-
-
-def test_a_bug_in_flight_is_raised(tmp_path, monkeypatch):
-    files = [make_file(tmp_path, b"x" * 10, name=f"f{i}") for i in range(6)]
-
-    def broken(*args, **kwargs):
-        raise TypeError("a bug")
-
-    monkeypatch.setattr("airflow_copycat.distcp.inflight.copy_unit", broken)
-    with pytest.raises(TypeError, match="a bug"):
-        list(copy_units(work_units(files), LOCAL, LOCAL, Staging(str(tmp_path / "t")), {}, threads=3))
 
 
 # --------------------------------------------------------------------------- the publisher's local listing
