@@ -109,11 +109,12 @@ def _looks_like_properties(path: str) -> bool:
 
 
 def _load_config(spec: str) -> tuple[str, dict[str, Any]]:
-    """(label, flat raw config) of a CONFIG argument."""
-    import yaml
-
+    """(label, flat raw config) of a CONFIG argument. YAML is imported only to read YAML (standard
+    input, or a file that is neither ``.json`` nor ``.properties``)."""
     try:
         if spec == "-":
+            import yaml
+
             label = "<stdin>"
             doc = yaml.safe_load(sys.stdin.read())
             if not isinstance(doc, dict):
@@ -133,10 +134,14 @@ def _load_config(spec: str) -> tuple[str, dict[str, Any]]:
         raise
     except ConnectException as e:
         raise UserError(str(e)) from e
-    except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+    except Exception as e:
+        yaml = sys.modules.get("yaml")  # a YAML error comes only from a YAML read, which imported it
+        if not isinstance(e, (ValueError, OSError, UnicodeDecodeError)) and not (
+                yaml is not None and isinstance(e, yaml.YAMLError)):
+            raise
         where = "<inline JSON>" if spec.lstrip().startswith("{") else spec
         why = str(e)
-        if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        if yaml is not None and isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
             # not str(e): it quotes the offending line, which may hold a secret
             why = f"invalid YAML: {e.problem} at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}"
         raise UserError(f"{where}: cannot read the connector config: {why}") from e
