@@ -128,18 +128,34 @@ class CopyableFile:
             object.__setattr__(self, "id", file_id(self.origin, self.size, self.mtime, self.checksum))
 
     def to_dict(self) -> dict[str, Any]:
-        d = {name: getattr(self, name) for name in _FILE_FIELDS}  # (dataclasses.asdict deep-copies: slow)
+        """The fields, in their order, as JSON types (``preserve`` and ``converters`` as lists)."""
+        values = self.__dict__  # (dataclasses.asdict deep-copies, getattr per field: slow for a plan of many files)
+        d = {name: values[name] for name in _FILE_FIELDS}
         d["preserve"], d["converters"] = list(self.preserve), list(self.converters)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CopyableFile":
+        """The file :meth:`to_dict` gave ``d`` for -- equal to ``CopyableFile(**d)`` with ``preserve`` and
+        ``converters`` as tuples (absent or ``None``: empty); an unknown or missing field raises its
+        ``TypeError``. A dict with its ``id`` (every plan's) is taken without the dataclass ``__init__``
+        (one assignment per field), which a plan of many files reads thousands of times."""
+        if type(d) is dict and d.keys() <= _FILE_FIELD_SET and _REQUIRED_FIELDS <= d.keys() and d.get("id"):
+            values = {name: d[name] if name in d else default for name, default in _FILE_DEFAULTS}
+            values["preserve"], values["converters"] = tuple(values["preserve"] or ()), tuple(values["converters"] or ())
+            f = object.__new__(cls)
+            f.__dict__.update(values)
+            return f
         d = dict(d)
         d["preserve"], d["converters"] = tuple(d.get("preserve") or ()), tuple(d.get("converters") or ())
         return cls(**d)
 
 
 _FILE_FIELDS = tuple(f.name for f in dataclasses.fields(CopyableFile))
+_FILE_FIELD_SET = frozenset(_FILE_FIELDS)
+_REQUIRED_FIELDS = frozenset(f.name for f in dataclasses.fields(CopyableFile) if f.default is dataclasses.MISSING)
+_FILE_DEFAULTS = tuple((f.name, None if f.default is dataclasses.MISSING else f.default)
+                       for f in dataclasses.fields(CopyableFile))
 
 
 @dataclass(frozen=True)
