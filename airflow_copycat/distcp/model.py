@@ -214,7 +214,7 @@ class Staging:
         return posixpath.join(self.control, "staging")
 
     def file_set_dir(self, file_set: str) -> str:
-        return posixpath.join(self.control, "staging", self.set_id(file_set))
+        return _file_set_dir(self.control, self.job, file_set)
 
     def file_dir(self, f: CopyableFile) -> str:
         """Where ``f``'s output is staged: ``<file id>/<destination...>`` mirrors the destination."""
@@ -239,3 +239,9 @@ class Staging:
 
     def final(self, relative: str) -> str:
         return posixpath.join(self.target_root, relative)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function, asked several times for every file staged and published
+def _file_set_dir(control: str, job: str, file_set: str) -> str:
+    """:meth:`Staging.file_set_dir`: ``<control>/staging/<file set id>``."""
+    return posixpath.join(control, "staging", file_set_id(file_set, job))
