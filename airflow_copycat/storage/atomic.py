@@ -27,6 +27,7 @@ system's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -34,7 +35,7 @@ import posixpath
 import secrets
 import stat
 import time
-from typing import Any
+from typing import Any, Iterator
 
 
 def is_local(fs) -> bool:
@@ -66,6 +67,7 @@ class AtomicFiles:
             fs = LocalFileSystem()
         self.fs = fs
         self.local = is_local(fs)
+        self._deferred: set[str] | None = None  # directories whose sync is deferred (deferring_dir_syncs)
 
     # ------------------------------------------------------------ questions
     def exists(self, path: str) -> bool:
@@ -144,8 +146,12 @@ class AtomicFiles:
 
     def sync_dir(self, path: str) -> None:
         """On the local disk, make the entries of directory ``path`` durable (a rename into it);
-        elsewhere nothing (the store did it)."""
+        elsewhere nothing (the store did it). Inside :meth:`deferring_dir_syncs`: only noted, and
+        made durable when that ends."""
         if not self.local:
+            return
+        if self._deferred is not None:
+            self._deferred.add(path)
             return
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -157,6 +163,33 @@ class AtomicFiles:
             pass
         finally:
             os.close(fd)
+
+    @contextlib.contextmanager
+    def deferring_dir_syncs(self) -> Iterator[None]:
+        """Within the block, :meth:`sync_dir` only notes its directory; when the block ends (also by an
+        exception) each directory noted is synced once. For a caller that renames into one directory
+        many times and needs the renames durable only at the end of the block (nothing in it may rely
+        on one of them being durable, e.g. delete what it replaces)."""
+        if self._deferred is not None:  # nested: the outer block syncs
+            yield
+            return
+        self._deferred = noted = set()
+        try:
+            yield
+        finally:
+            self._deferred = None
+            for path in sorted(noted):
+                self.sync_dir(path)
+
+    @contextlib.contextmanager
+    def syncing_dirs_now(self) -> Iterator[None]:
+        """Within a :meth:`deferring_dir_syncs` block, a block whose :meth:`sync_dir` calls sync at once
+        (a write what follows relies on, such as a write-ahead log)."""
+        deferred, self._deferred = self._deferred, None
+        try:
+            yield
+        finally:
+            self._deferred = deferred
 
     @staticmethod
     def temp_name(path: str, token: str = "") -> str:
