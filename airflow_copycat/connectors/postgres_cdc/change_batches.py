@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_copycat.connect import Schema
 from airflow_copycat.connect.batch import SourceBatch
@@ -278,20 +279,24 @@ def _row_structs(struct_type: pa.StructType, columns: tuple, rows: _Tuples) -> p
 
 
 def _column(typ: pa.DataType, mapping, texts: _Texts) -> pa.Array:
-    """One column's values converted by ``mapping``: at once where that is exact (:func:`.column_casts.cast_texts`:
-    ``text_exact`` or ``zoned_width``) and no text is missing that would take a value
-    (``mapping.missing``), else value by value by ``mapping.convert`` (a row without tuple: null)."""
+    """One column's values converted by ``mapping``: at once where that is exact (:func:`.column_casts.cast_texts`,
+    for ``text_exact`` and ``zoned_width`` columns; a NULL the WAL sent for a column whose ``mapping.missing``
+    is a value becomes that value), else value by value by ``mapping.convert`` (a row without tuple: null)."""
     if mapping.text_exact or mapping.zoned_width is not None:
         wire, width = texts.wire, mapping.zoned_width
         try:
             if wire is not None:
-                if wire.unchanged is None and (mapping.missing is None or not wire.null_values):
-                    return cast_texts(wire.texts, typ, width)
+                if wire.unchanged is None:
+                    column = cast_texts(wire.texts, typ, width)
+                    if mapping.missing is None or not wire.null_values:
+                        return column
+                    # NULLs the WAL sent for a required column (a delete's old row carries the key only)
+                    return pc.if_else(pa.array(wire.nulls), pa.scalar(mapping.missing, typ), column)
             else:
                 values = texts.values()
                 if mapping.missing is None or values.count(None) == texts.missing_rows:
                     return cast_texts(pa.array(values, pa.string()), typ, width)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
             pass  # an unchanged TOASTed value, a text Arrow does not cast: convert()'s way (and its error)
     convert = mapping.convert
     return pa.array([convert(v) if p else None for v, p in zip(texts.values(), texts.present)], typ)

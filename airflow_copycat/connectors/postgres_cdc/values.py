@@ -249,7 +249,7 @@ class ValueMapper:
             except (ValueError, decimal.InvalidOperation, IndexError, AttributeError) as e:
                 raise DataException(f"column {name!r}: cannot read {str(text)[:60]!r} ({e})") from None
 
-        exact = parse is int or parse is str or parse is float or getattr(parse, "arrow_exact", False)
+        exact = parse in (int, str, float, parse_float32) or getattr(parse, "arrow_exact", False)
         return FieldMapping(schema, convert, missing, exact, getattr(parse, "zoned_width", None))
 
     def _default(self, column: Column, schema: Schema, parse: Callable) -> Any:
