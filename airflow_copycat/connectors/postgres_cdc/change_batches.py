@@ -15,10 +15,12 @@ error, from ``poll()``), the same topic, key, tombstones and per-row offsets. On
 than once per event.
 
 How: the run's tuples are read from the changes' pgoutput messages at once, one Arrow string column
-per table column (:mod:`.wire_columns`; changes that were decoded already -- an update with its old
-row -- go through their decoded values), and each column is converted by one Arrow cast where that
-gives what the per-value converter gives (:mod:`.column_casts`: integers, strings, decimals, floats,
-``timestamptz``), value by value otherwise.
+per table column (:mod:`.wire_columns`), when every change of the run is a
+:class:`~.pgoutput.WireChange`; a run holding a change decoded already (an update that carries its old
+row, as every update does under ``REPLICA IDENTITY FULL``) reads all its tuples from the decoded values.
+Each column is then converted by one Arrow cast where that gives what the per-value converter gives
+(:mod:`.column_casts`: integers, strings, decimals, floats, ``timestamptz``), value by value otherwise;
+a ``real`` value beyond float32's range (which the converter refuses) sends the run as records.
 
 Types in batches: integers, floats, booleans, strings (Debezium's string-based types included:
 ``ZonedTimestamp``, ``Json``, ``Uuid``, enums, ...), bytes and ``Decimal`` (``decimal.handling.mode=precise``
@@ -39,7 +41,7 @@ from airflow_copycat.connect.batch import SourceBatch
 from airflow_copycat.connect.data import Decimal, Type
 
 from ..files.formats import arrow_type
-from .column_casts import cast_texts
+from .column_casts import cast_texts, float32s
 from .envelope import SOURCE_SCHEMA, TRANSACTION_SCHEMA, EventBuilder, sequence
 from .model import Change, Relation
 from .pgoutput import WireChange
@@ -245,8 +247,9 @@ def _decoded_tuples(changes: list[Change | None]) -> dict[str, _Tuples]:
 
 def _wire_tuples(relation: Relation, changes: list[Change | None]) -> dict[str, _Tuples] | None:
     """The batch's tuples read from the changes' messages at once (:func:`.wire_columns.tuple_columns`),
-    or None when a change is not a :class:`~.pgoutput.WireChange` or a tuple is not one the per-message
-    decoder reads (the caller then decodes them change by change, which raises that decoder's error).
+    or None when a change is not a :class:`~.pgoutput.WireChange` or a tuple is not the relation's columns
+    in order, each whole in its message (the caller then decodes them change by change, which raises the
+    decoder's error or reads what the decoder reads).
     A WireChange has one tuple: a delete's old row, an insert's or update's new row."""
     wires, olds, at = [], [], []
     for c in changes:
@@ -296,10 +299,12 @@ def _column(typ: pa.DataType, mapping, texts: _Texts) -> pa.Array:
                 values = texts.values()
                 if mapping.missing is None or values.count(None) == texts.missing_rows:
                     return cast_texts(pa.array(values, pa.string()), typ, width)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
             pass  # an unchanged TOASTed value, a text Arrow does not cast: convert()'s way (and its error)
     convert = mapping.convert
-    return pa.array([convert(v) if p else None for v, p in zip(texts.values(), texts.present)], typ)
+    column = pa.array([convert(v) if p else None for v, p in zip(texts.values(), texts.present)],
+                      pa.float64() if typ == pa.float32() else typ)
+    return float32s(column) if typ == pa.float32() else column  # OverflowError: the run goes as records
 
 
 _PER_CHANGE = {"ts_ms", "sequence", "ts_us", "ts_ns", "txId", "lsn"}

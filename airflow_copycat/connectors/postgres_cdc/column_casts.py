@@ -5,7 +5,9 @@ array. :func:`cast_texts` converts them at once where the column's
 :class:`~.values.FieldMapping` allows it -- ``text_exact`` (strings, integers, decimals of the
 column's scale, floats) or ``zoned_width`` (``timestamptz`` as Debezium's ``ZonedTimestamp``) --
 and raises ``pyarrow.ArrowInvalid`` for any text it does not convert the way the per-value converter
-does; the caller then converts the column value by value, with that converter's result or error.
+does; the caller then converts the column value by value, with that converter's result or error. A
+``real`` text beyond float32's range raises ``OverflowError`` (no float32 column holds what the converter
+gives for it).
 """
 
 from __future__ import annotations
@@ -26,15 +28,27 @@ def cast_texts(texts: pa.Array, typ: pa.DataType, zoned_width: int | None = None
     """``texts`` (``string``, nulls staying null) as ``typ``: by one cast (floats read as ``float()``
     reads them, a float32 through the double as :func:`.pgtext.parse_float32`), or with
     ``zoned_width`` as :func:`.pgtext.zoned_timestamp` formats them. Raises ``ArrowInvalid`` where
-    that would differ from the per-value converter (see the module docstring)."""
+    that would differ from the per-value converter (see the module docstring), and ``OverflowError`` for a
+    ``real`` text beyond float32's range (no batch column holds it: the changes go as records)."""
     if zoned_width is not None:
         return zoned_timestamps(texts, zoned_width)
     if typ == pa.string():
         return texts
     if pa.types.is_floating(typ):
         _all_match(texts, FLOAT_TEXT, "not PostgreSQL's float output")
-        return texts.cast(pa.float64()).cast(typ)
+        doubles = texts.cast(pa.float64())
+        return doubles if typ == pa.float64() else float32s(doubles)
     return texts.cast(typ)
+
+
+def float32s(doubles: pa.Array) -> pa.Array:
+    """Doubles as float32, as :func:`.pgtext.parse_float32` rounds them; raises ``OverflowError`` for a finite
+    double beyond float32's range (which ``parse_float32`` leaves a double and a converter refuses: Arrow
+    would make it an infinity)."""
+    floats = doubles.cast(pa.float32())
+    if pc.any(pc.and_(pc.is_inf(floats), pc.invert(pc.is_inf(doubles)))).as_py():
+        raise OverflowError("a value beyond float32's range")
+    return floats
 
 
 def zoned_timestamps(texts: pa.Array, width: int) -> pa.Array:

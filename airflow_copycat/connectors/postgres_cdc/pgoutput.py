@@ -17,7 +17,8 @@ or ``t`` (the value's text output, length-prefixed). They decode to ``None``,
 :data:`~.model.UNCHANGED_TOAST` and ``str``. In a UTF-8 session an insert, an update without old
 row and a delete come as a :class:`WireChange`: its tuples are decoded when first read (so a batch
 can read many changes' tuples at once from their bytes, :mod:`.wire_columns`), and a malformed tuple
-raises :class:`PgOutputError` then, not from :meth:`PgOutputDecoder.decode`.
+raises :class:`PgOutputError` then, not from :meth:`PgOutputDecoder.decode` (and not at all for a change
+the stream skips: a table not captured, a change an earlier run sent).
 
 :class:`PgOutputDecoder` is stateful like the protocol: it remembers relations (a change names
 its table only by oid) and the open transaction (a change carries neither xid nor commit

@@ -10,10 +10,11 @@ alone) and which ``'n'`` (NULL).
 
 The contract is the per-message decoder's, value for value: a ``'t'`` column is its text, a
 ``'n'`` column None, a ``'u'`` column :data:`~.model.UNCHANGED_TOAST`. Only UTF-8 text is read here.
-Whatever the per-message decoder would refuse -- a column count other than the relation's, a kind
-other than ``t``/``n``/``u``, a length past the message's end, bytes that are not UTF-8 -- makes
-:func:`tuple_columns` return ``None``: the caller then decodes message by message, which raises the
-decoder's own error for that message.
+A tuple that is not exactly the relation's columns, each whole in its message -- a column count other
+than the relation's, a kind other than ``t``/``n``/``u``, a length past the message's end, bytes that
+are not UTF-8 -- makes :func:`tuple_columns` return ``None``: the caller then decodes message by
+message, which raises the decoder's own error (the kind, the UTF-8) or reads what the decoder reads
+(the decoder takes a tuple's own column count, and a text cut short as it is).
 """
 
 from __future__ import annotations
