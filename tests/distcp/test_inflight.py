@@ -28,7 +28,7 @@ def _files(tmp_path):
     return files
 
 
-def test_every_way_stages_what_one_at_a_time_does(tmp_path, small_blocks):
+def test_every_way_stages_what_one_at_a_time_does(tmp_path, small_blocks):  # noqa: F811 -- the fixture imported above
     """Many small files and a split one: results in order, the same staged trees (every file staged
     once, in the same layout), and progress that only grows to the task's bytes."""
     config = {"checksum": "md5", "block.split.size": 2 * B}
@@ -63,7 +63,7 @@ def test_every_way_stages_what_one_at_a_time_does(tmp_path, small_blocks):
 
 @pytest.mark.parametrize("way", list(WAYS))
 @pytest.mark.parametrize("which", ["first", "small after a large", "last"])
-def test_a_bug_is_raised_after_the_results_before_it(tmp_path, small_blocks, monkeypatch, way, which):
+def test_a_bug_is_raised_after_the_results_before_it(tmp_path, small_blocks, monkeypatch, way, which):  # noqa: F811 -- the fixture imported above
     """A unit whose copy raises a bug (here a TypeError): every unit before it is yielded, in order,
     then the bug is raised -- also when the bug is in the calling thread while a large unit before
     it still runs in a thread (they are slowed down here); copied one at a time, no unit after it

@@ -37,7 +37,7 @@ def _log_left_after(pub: Publisher, f, *, renamed: bool) -> dict:
 
 
 @pytest.mark.parametrize("renamed", [False, True])
-def test_a_replayed_log_sets_the_attributes_where_the_file_is(local, renamed):
+def test_a_replayed_log_sets_the_attributes_where_the_file_is(local, renamed):  # noqa: F811 -- the fixture imported above
     target, fs, staging, pub = local
     f = cfile("d/a.csv", 3, mode=0o640, mtime=T0 + 0.5)
     stage(fs, staging, f)
@@ -49,7 +49,7 @@ def test_a_replayed_log_sets_the_attributes_where_the_file_is(local, renamed):
     assert (st.st_mode & 0o7777, st.st_mtime_ns) == (0o640, int((T0 + 0.5) * 1e9))
 
 
-def test_an_attribute_step_of_a_file_that_is_nowhere_fails_and_the_log_stays(local):
+def test_an_attribute_step_of_a_file_that_is_nowhere_fails_and_the_log_stays(local):  # noqa: F811 -- the fixture imported above
     target, fs, staging, pub = local
     f = cfile("d/a.csv", 3, mode=0o640)
     stage(fs, staging, f)
@@ -62,7 +62,7 @@ def test_an_attribute_step_of_a_file_that_is_nowhere_fails_and_the_log_stays(loc
 
 
 @pytest.mark.parametrize("op", ["chmod", "utime"])
-def test_a_dangling_link_at_the_staged_path_fails_the_step_and_the_published_file_is_left_alone(local, op):
+def test_a_dangling_link_at_the_staged_path_fails_the_step_and_the_published_file_is_left_alone(local, op):  # noqa: F811 -- the fixture imported above
     target, fs, staging, pub = local
     f = cfile("d/a.csv", 3, mode=0o640, mtime=T0)
     stage(fs, staging, f)

@@ -267,7 +267,7 @@ def test_a_batch_read_from_the_wire_holds_the_values_its_records_hold(rows):
     from airflow_copycat.connect.batch import SourceBatch
     from airflow_copycat.connectors.postgres_cdc.config import CdcConfig
     from airflow_copycat.connectors.postgres_cdc.envelope import EventBuilder, SourceInfo
-    from airflow_copycat.connectors.postgres_cdc.model import Column, Relation
+    from airflow_copycat.connectors.postgres_cdc.model import Column
     from airflow_copycat.connectors.postgres_cdc.pgoutput import PgOutputDecoder, WireChange, with_columns
     from airflow_copycat.connectors.postgres_cdc.stream import Item
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_copycat.connectors.postgres_cdc.model import UNCHANGED_TOAST, Column, Relation
+from airflow_copycat.connectors.postgres_cdc.model import UNCHANGED_TOAST
 from airflow_copycat.connectors.postgres_cdc.pgoutput import PgOutputDecoder, PgOutputError, WireChange
 from airflow_copycat.connectors.postgres_cdc.wire_columns import tuple_columns
 
