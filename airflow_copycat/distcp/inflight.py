@@ -54,7 +54,10 @@ def copy_units(units: Iterable[WorkUnit], source_fs, target_fs, staging: Staging
     called from the copying threads (one at a time), about every 64 MiB of a unit and
     when a unit ends. A bug (an exception :func:`copy_unit` raises) is raised here after the
     results of the units before it, once every unit started has ended; the units not started
-    yet are not copied."""
+    yet are not copied. Which units those are depends on sizes and timing: the large units are
+    queued to the threads at once (a bug in a small unit cancels those after it not yet started),
+    and the calling thread goes on with its small units until it looks at a failed large one --
+    the units copied past a bug are staged only, reused or dropped by the next run."""
     units = list(units)
     threads = FILES_IN_FLIGHT if threads is None else threads
     small = SMALL_UNIT if small is None else small
