@@ -10,7 +10,10 @@ for ``float``/``double``, a varint length and the bytes for ``string``,
 ``bytes`` and ``decimal`` (minimal two's-complement, as ``BigInteger``), one
 byte for ``boolean``, the branch index first in a ``["null", T]`` union, a nested
 ``record`` (an Arrow struct with a child named as each of its fields) as its
-fields' encodings one after the other -- and each row is the header (Confluent's
+fields' encodings one after the other (spliced into the row's one join; an
+optional field null in every row, or a column of one value in every row, is a
+constant of that join, and an optional field's values are encoded over its
+non-null rows only) -- and each row is the header (Confluent's
 magic byte and schema id, the framed embedded schema, or the single-object
 marker and schema fingerprint -- the converter's own ``_embedded_header``, so
 the bytes are the per-record path's) followed by its fields, joined in Arrow.
@@ -42,7 +45,7 @@ import pyarrow.compute as pc
 from ..connect.data import Schema, Type
 from ..converters.avro.layouts import CONFLUENT_MAGIC
 from ..converters.avro.names import AVRO_TYPE_UNION
-from .batch_encoders import BatchEncoder, Encoded, _combined, _epoch_ms, _mask, _time_ms, decimal_bytes
+from .batch_encoders import BatchEncoder, Encoded, _combined, _constant, _epoch_ms, _mask, _time_ms, decimal_bytes
 
 _EMPTY = pa.scalar(b"", pa.large_binary())
 
@@ -68,7 +71,7 @@ class AvroBatchEncoder(BatchEncoder):
                         [_combined(columns.column(i)) for i in range(columns.num_columns)], slow)
         if parts is None:
             return None
-        data = _joined([pa.scalar(header, pa.large_binary()), *parts], n)
+        data = _joined([header, *parts], n)
         return Encoded(data, np.flatnonzero(slow).tolist())
 
     def _header(self, topic: str, writer) -> bytes:
@@ -104,52 +107,84 @@ def _inlined(node, space: str | None, named: dict):
 
 
 def _fields(nodes: list, fields: list, children: list, slow: np.ndarray) -> list | None:
-    """The encodings of a record's fields (``nodes``: its Avro fields, ``fields`` its Connect
-    fields, ``children`` their arrays, in that order), or ``None`` when one is not done here."""
+    """The parts (see :func:`_joined`) of a record's fields' encodings (``nodes``: its Avro fields,
+    ``fields`` its Connect fields, ``children`` their arrays, in that order), or ``None`` when one is
+    not done here."""
     if len(nodes) != len(fields):
         return None
-    parts = []
+    parts: list = []
     for node, field, child in zip(nodes, fields, children):
         encoded = _field(node["type"], field.schema, child, slow) if node.get("name") == field.name else None
         if encoded is None:
             return None
-        parts.append(encoded)
+        parts += encoded
     return parts
 
 
 def _joined(parts: list, n: int) -> pa.Array:
-    """The ``n`` rows of ``parts`` (binary arrays and scalars) one after the other."""
-    return pc.binary_join_element_wise(*parts, _EMPTY) if any(isinstance(p, pa.Array) for p in parts) else \
-        pa.array([b"".join(p.as_py() for p in parts)] * n, pa.large_binary())
+    """The ``n`` rows of ``parts`` one after the other: constant ``bytes`` (adjacent ones merged) and binary
+    arrays of ``n`` rows."""
+    merged: list = []
+    for p in parts:
+        if isinstance(p, bytes) and merged and isinstance(merged[-1], bytes):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    if not any(isinstance(p, pa.Array) for p in merged):
+        return pa.repeat(pa.scalar(b"".join(merged), pa.large_binary()), n)
+    return pc.binary_join_element_wise(*[pa.scalar(p, pa.large_binary()) if isinstance(p, bytes) else p
+                                         for p in merged], _EMPTY)
 
 
-def _field(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
-    """One field's Avro encoding per row (``node``: its Avro type, ``schema`` its Connect schema), or
-    ``None`` when not done here."""
+def _field(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> list | None:
+    """One field's Avro encoding as parts (``node``: its Avro type, ``schema`` its Connect schema), or
+    ``None`` when not done here. An optional field (a ``["null", T]`` union) null in every row is its null
+    branch's index, once; one without nulls is its value branch's index, once, then the value's parts;
+    otherwise its values are encoded over its non-null rows only and the null branch's index fills the others."""
     if schema.default is not None and arr.null_count:  # written as the default: by the converter, row by row
         slow |= _mask(arr.is_null())
+    n = len(arr)
     if isinstance(node, list):
         if len(node) != 2 or "null" not in node:
             return None
         null_at = node.index("null")
-        inner = _value(node[1 - null_at], schema, arr, slow)
+        tag_null, tag_value = (b"\x00", b"\x02") if null_at == 0 else (b"\x02", b"\x00")
+        if n and arr.null_count == n:
+            return [tag_null]
+        if not arr.null_count:
+            inner = _value_parts(node[1 - null_at], schema, arr, slow)
+            return None if inner is None else [tag_value, *inner]
+        present = arr.is_valid()
+        values = arr.filter(present)
+        values_slow = np.zeros(len(values), dtype=bool)
+        inner = _value_parts(node[1 - null_at], schema, values, values_slow)
         if inner is None:
             return None
-        tag_null, tag_value = (b"\x00", b"\x02") if null_at == 0 else (b"\x02", b"\x00")
-        value = pc.binary_join_element_wise(pa.scalar(tag_value, pa.large_binary()), inner, _EMPTY)
-        if not arr.null_count:
-            return value
-        return pc.if_else(arr.is_null(), pa.scalar(tag_null, pa.large_binary()), value)
-    out = _value(node, schema, arr, slow)
+        slow[np.flatnonzero(_mask(present))] |= values_slow
+        return [pc.replace_with_mask(pa.repeat(pa.scalar(tag_null, pa.large_binary()), n), present,
+                                     _joined([tag_value, *inner], len(values)))]
+    out = _value_parts(node, schema, arr, slow)
     if out is not None and arr.null_count:  # null for a required field: the converter's error, row by row
         slow |= _mask(arr.is_null())
-        out = pc.if_else(arr.is_null(), _EMPTY, out)
+        return [pc.if_else(arr.is_null(), _EMPTY, _joined(out, n))]
     return out
 
 
-def _record(node, schema: Schema, arr: pa.StructArray, slow: np.ndarray) -> pa.Array | None:
+def _value_parts(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> list | None:
+    """:func:`_value` as parts: a record's fields' parts (spliced into its parent's), a column holding one
+    value in every row that value's encoding, once."""
+    if not isinstance(node, str) and node.get("type") == "record":
+        return _record(node, schema, arr, slow) if isinstance(arr, pa.StructArray) else None
+    if _constant(arr):
+        one = _value(node, schema, arr.slice(0, 1), np.zeros(1, dtype=bool))
+        return None if one is None else [one[0].as_py()]
+    value = _value(node, schema, arr, slow)
+    return None if value is None else [value]
+
+
+def _record(node, schema: Schema, arr: pa.StructArray, slow: np.ndarray) -> list | None:
     """A nested record from the StructArray's child of each field's name (other children ignored): its
-    fields' encodings joined. Only the rows where the parent is not null can be fallback rows because
+    fields' parts. Only the rows where the parent is not null can be fallback rows because
     of its children. ``None`` (``slow`` untouched) when a field has no child of its name (or several)
     or is not done here."""
     index = [arr.type.get_field_index(f.name) for f in schema.fields]
@@ -163,15 +198,13 @@ def _record(node, schema: Schema, arr: pa.StructArray, slow: np.ndarray) -> pa.A
     if arr.null_count:
         children_slow &= _mask(arr.is_valid())
     slow |= children_slow
-    return _joined(parts or [_EMPTY], len(arr))
+    return parts
 
 
 def _value(node, schema: Schema, arr: pa.Array, slow: np.ndarray) -> pa.Array | None:
     kind = node if isinstance(node, str) else node.get("type")
     logical = None if isinstance(node, str) else node.get("logicalType")
     at = arr.type
-    if kind == "record":
-        return _record(node, schema, arr, slow) if isinstance(arr, pa.StructArray) else None
     if kind in ("int", "long"):
         if logical == "timestamp-millis" and pa.types.is_timestamp(at):
             ints = _epoch_ms(arr)

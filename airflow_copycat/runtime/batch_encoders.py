@@ -10,23 +10,7 @@ error, so a fast path never changes what reaches Kafka or the dead-letter queue.
 
 How each converter is done:
 
-* **JsonConverter** (both ``schemas.enable`` settings, both ``decimal.format``
-  values): each field becomes an Arrow string column of its JSON text, then every
-  row is joined with the constant member names (and the envelope's schema text).
-  Integers, booleans, dates, times and timestamps (epoch ms, floored) are cast in
-  Arrow; strings get Jackson's two-character escapes inserted with numpy in one
-  pass over their UTF-8 bytes, and the rare string with another control character
-  or a character beyond U+FFFF is quoted by the converter's own function; doubles and floats
-  whose Java text is plain (``1e-3 <= |x| < 1e7``) take Arrow's shortest digits
-  plus Java's ``.0``, others the converter's own function; decimals become base64
-  of their minimal two's-complement bytes with numpy (``NUMERIC`` up to scale 6
-  as Arrow's text). A nested struct (an Arrow struct with a child named as each
-  of its fields) is done as the root struct, recursively: its fields' texts joined
-  with its member names. Arrays, maps and bytes (and a struct column of another
-  shape) are written value by value by the converter's own ``_to_json``.
-  A null in a required field without a default, or a value the converter refuses,
-  makes its row a fallback row (not a null parent struct's children: a child's
-  value under a null parent is not part of the record).
+* **JsonConverter**: :mod:`.batch_json`.
 * **StringConverter** (UTF-8): a string column as it is.
 * **ByteArrayConverter**: a binary column as it is.
 * **AvroConverter**: :mod:`.batch_avro`.
@@ -35,35 +19,15 @@ How each converter is done:
 
 from __future__ import annotations
 
-import base64
-import math
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch, _values
+from ..connect.batch import KEY_COLUMN, VALUE_COLUMN, SourceBatch
 from ..connect.converters import ByteArrayConverter, Converter, StringConverter
-from ..connect.data import Date, Decimal, Schema, Time, Timestamp, Type
-from ..connect.errors import DataException
-from ..converters.java_numbers import _java_double_json, _java_float_json
+from ..connect.data import Schema, Type
 from ..converters.json_converter import JsonConverter
-from ..converters.json_text import _quote
 
-_INTS = {Type.INT8: pa.int8(), Type.INT16: pa.int16(), Type.INT32: pa.int32(), Type.INT64: pa.int64()}
-# the two-character escapes Jackson writes: the byte, and the letter after the backslash
-_ESCAPES = {ord("\\"): "\\", ord('"'): '"', ord("\n"): "n", ord("\t"): "t", ord("\r"): "r", ord("\b"): "b", ord("\f"): "f"}
-_ESCAPE_LETTER = np.arange(256, dtype=np.uint8)
-for _byte, _letter in _ESCAPES.items():
-    _ESCAPE_LETTER[_byte] = ord(_letter)
-# the other control characters: Jackson writes them as \u00XX (upper case), and so do only the
-# converter's own function and its rows (with the lead bytes 0xF0-0xF4 of characters beyond U+FFFF,
-# which Jackson writes as a surrogate pair of escapes)
-_UNLIKE_JACKSON_MASK = np.array([b < 0x20 and b not in _ESCAPES for b in range(256)])
-# the same as characters: strings holding one are quoted by the converter's own function
-_UNLIKE_JACKSON = r"[\x00-\x07\x0b\x0e-\x1f]|[\x{10000}-\x{10FFFF}]"
-_FLOAT32_MIN_NORMAL = 1.1754943508222875e-38
 _TIMESTAMP_DIVISOR = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
 
 
@@ -94,7 +58,9 @@ def batch_encoder(converter: Converter) -> BatchEncoder | None:
     """The batch encoder for a configured converter, or ``None`` when it has none."""
     t = type(converter)
     if t is JsonConverter:
-        return _JsonBatchEncoder(converter)
+        from .batch_json import JsonBatchEncoder
+
+        return JsonBatchEncoder(converter)
     if t is StringConverter and converter.encoding.replace("-", "").lower() == "utf8":
         return _StringBatchEncoder(converter)
     if t is ByteArrayConverter:
@@ -148,230 +114,25 @@ class _BytesBatchEncoder(BatchEncoder):
         return Encoded(_combined(columns), [])
 
 
-class _JsonBatchEncoder(BatchEncoder):
-    converter: JsonConverter
-
-    def encode(self, batch, schema, columns):
-        conv = self.converter
-        n = len(batch)
-        if columns is None:
-            return Encoded(pa.nulls(n, pa.string()), [])
-        slow = np.zeros(n, dtype=bool)
-        if schema.type is Type.STRUCT:
-            children = [_combined(columns.column(i)) for i in range(len(schema.fields))]
-            payload = self._struct(schema, children, n, slow, conv._root)
-        else:
-            payload = self._column(schema, _combined(columns), slow, conv._root)
-        if payload is None:
-            return None
-        if conv.schemas_enable:
-            payload = _join('{"schema":' + conv.as_json_schema(schema) + ',"payload":', payload, "}")
-        return Encoded(payload, np.flatnonzero(slow).tolist())
-
-    # ---- one column -> its JSON text (a string array without nulls where the row is not slow)
-
-    def _struct(self, schema: Schema, children: list, n: int, slow: np.ndarray, path: str) -> pa.Array | None:
-        """The ``n`` rows of a struct's JSON text from ``children`` (its fields' arrays, in the
-        schema's order): each field's text joined with the constant member names; ``{}`` per row
-        for a struct without fields. ``None`` when a field cannot be done in columns."""
-        parts: list[Any] = []
-        close = ""  # a string field's closing quote, written with the next member's name
-        for i, (f, child) in enumerate(zip(schema.fields, children)):
-            member = close + ("{" if i == 0 else ",") + _quote(f.name) + ":"
-            if f.schema.type is Type.STRING and not child.null_count and \
-                    (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)):
-                parts += [member + '"', _json_strings(child, quoted=False)]  # the quotes in the constants
-                close = '"'
-                continue
-            text = self._column(f.schema, child, slow, f"{path}.{f.name}")
-            if text is None:
-                return None
-            parts += [member, text]
-            close = ""
-        if not parts:
-            return pa.array(["{}"] * n, pa.large_string())
-        return _join(*parts, close + "}")
-
-    def _nested(self, schema: Schema, arr: pa.StructArray, slow: np.ndarray, path: str) -> pa.Array | None:
-        """A nested struct column by :meth:`_struct`, from the StructArray's child of each field's
-        name (other children ignored): only the rows where the parent is not null can be fallback
-        rows because of its children. ``None`` (``slow`` untouched) when a field has no child of its
-        name (or several) or cannot be done in columns."""
-        index = [arr.type.get_field_index(f.name) for f in schema.fields]
-        if -1 in index:
-            return None
-        # field(i) is the child sliced as the parent (offset, length) but not masked by its nulls
-        children_slow = np.zeros(len(arr), dtype=bool)
-        text = self._struct(schema, [arr.field(i) for i in index], len(arr), children_slow, path)
-        if text is None:
-            return None
-        if arr.null_count:
-            children_slow &= _mask(arr.is_valid())
-        slow |= children_slow
-        return text
-
-    def _column(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:
-        text = self._values(schema, arr, slow, path)
-        if text is None:
-            return None
-        if text.type != pa.large_string():
-            text = text.cast(pa.large_string())
-        if arr.null_count:
-            text = pc.if_else(arr.is_null(), pa.scalar(self._null_text(schema, arr, slow, path), text.type), text)
-        return text
-
-    def _null_text(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> str:
-        """The text of a null of ``schema``: its default's (``replace.null.with.default``) or ``null``. A null
-        for a required field without a default, or with a default the converter refuses (a Struct default
-        of another schema), makes its row slow: the per-record path raises the converter's error."""
-        conv = self.converter
-        if schema.default is not None and conv.replace_null_with_default:
-            try:
-                return conv._to_json(schema, schema.default, path)
-            except DataException:
-                pass
-        elif schema.optional:
-            return "null"
-        slow |= _mask(arr.is_null())
-        return "null"
-
-    def _values(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:
-        t, name, at = schema.type, schema.name, arr.type
-        if name is not None:
-            if name == Timestamp.LOGICAL_NAME and pa.types.is_timestamp(at):
-                return pc.cast(_epoch_ms(arr), pa.string())
-            if name == Date.LOGICAL_NAME and at == pa.date32():
-                return pc.cast(arr.cast(pa.int32()), pa.string())
-            if name == Time.LOGICAL_NAME and pa.types.is_time(at):
-                return pc.cast(_time_ms(arr), pa.string())
-            if name == Decimal.LOGICAL_NAME and pa.types.is_decimal128(at) and at.scale == Decimal.scale(schema):
-                return self._decimal(arr, slow, path, schema)
-            if name in (Timestamp.LOGICAL_NAME, Date.LOGICAL_NAME, Time.LOGICAL_NAME, Decimal.LOGICAL_NAME):
-                return None  # an Arrow type that does not carry this logical type
-        if t in _INTS:
-            return pc.cast(arr, pa.string()) if at == _INTS[t] else None
-        if t is Type.BOOLEAN:
-            return pc.if_else(arr, "true", "false") if at == pa.bool_() else None
-        if t is Type.STRING:
-            return _json_strings(arr) if pa.types.is_string(at) or pa.types.is_large_string(at) else None
-        if t is Type.FLOAT64 or t is Type.FLOAT32:
-            want = pa.float64() if t is Type.FLOAT64 else pa.float32()
-            return _java_floats(arr, _java_double_json if t is Type.FLOAT64 else _java_float_json) \
-                if at == want else None
-        if t is Type.STRUCT and isinstance(arr, pa.StructArray):
-            text = self._nested(schema, arr, slow, path)
-            if text is not None:
-                return text
-        # bytes, arrays, maps, structs not done in columns: the converter's own code, value by value
-        return self._python(schema, arr, slow, path)
-
-    def _python(self, schema: Schema, arr: pa.Array, slow: np.ndarray, path: str) -> pa.Array | None:
-        try:
-            values = _values(arr, schema)
-        except Exception:  # noqa: BLE001 -- an Arrow type the contract does not map: go row by row
-            return None
-        to_json = self.converter._to_json
-        out: list[str | None] = []
-        for i, v in enumerate(values):
-            if v is None:
-                out.append(None)
-                continue
-            try:
-                out.append(to_json(schema, v, path))
-            except DataException:
-                slow[i] = True
-                out.append("null")
-        return pa.array(out, pa.string())
-
-    def _decimal(self, arr: pa.Array, slow: np.ndarray, path: str, schema: Schema) -> pa.Array:
-        if self.converter.decimal_numeric:
-            if arr.type.scale <= 6:  # BigDecimal.toString is plain text for these: Arrow's text
-                return pc.cast(arr, pa.string())
-            return self._python(schema, arr, slow, path)
-        return _decimal_base64(arr)
+_CONSTANT_TYPES = (pa.types.is_integer, pa.types.is_boolean, pa.types.is_string, pa.types.is_large_string,
+                   pa.types.is_timestamp, pa.types.is_date32, pa.types.is_time)
 
 
-def _join(*parts) -> pa.Array:
-    """Row-wise concatenation of large_string arrays and constant texts (a null part gives a null)."""
-    return pc.binary_join_element_wise(*[pa.scalar(p, pa.large_string()) if isinstance(p, str) else p
-                                         for p in parts], pa.scalar("", pa.large_string()))
+def _constant(arr: pa.Array) -> bool:
+    """Whether ``arr`` (2 rows or more, no null) holds one value in every row, for the types whose equal
+    values always have equal texts (not floats: 0.0 equals -0.0; not decimals or bytes, not nested)."""
+    n = len(arr)
+    if n < 2 or arr.null_count or not any(is_type(arr.type) for is_type in _CONSTANT_TYPES):
+        return False
+    first = arr[0]
+    if not (first.equals(arr[n - 1]) and first.equals(arr[n // 2])):  # most columns: known at once
+        return False
+    bounds = pc.min_max(arr)
+    return bounds["min"].equals(bounds["max"])
 
 
 def _mask(bools) -> np.ndarray:
     return np.asarray(bools.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _json_strings(arr: pa.Array, quoted: bool = True) -> pa.Array:
-    """Each string as Jackson writes it, quotes included (nulls stay null); without them when not
-    ``quoted`` (a struct's member puts them in its constant text).
-
-    A few passes over the UTF-8 data as one numpy array: a string with a control character other than
-    ``\\b\\t\\n\\f\\r`` or a character beyond U+FFFF (a 4-byte sequence) is quoted by the converter's
-    own function; the two-character escapes are inserted with numpy in one go."""
-    arr = arr.cast(pa.large_string())
-    if arr.offset:
-        arr = pa.concat_arrays([arr])  # offsets from 0: the buffers below are read as they are
-    n = len(arr)
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1)
-    data = np.frombuffer(bufs[2], dtype=np.uint8, count=int(offsets[-1])) if bufs[2] is not None and n else \
-        np.empty(0, np.uint8)
-    control = data[data < 0x20]  # few: the control characters, escaped or not
-    at = np.flatnonzero((data == 0x22) | (data == 0x5C) | (data < 0x20))
-    if len(at):
-        letters = data.copy()
-        letters[at] = _ESCAPE_LETTER[data[at]]
-        text = np.insert(letters, at, ord("\\"))
-        offsets = offsets + np.searchsorted(at, offsets)  # each escape before a string's end shifts it
-        out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
-    else:
-        out = pa.LargeStringArray.from_buffers(n, bufs[1], bufs[2])
-    if quoted:
-        out = _join('"', out, '"')
-    if arr.null_count:
-        out = pc.if_else(arr.is_null(), pa.scalar(None, pa.large_string()), out)
-    if _UNLIKE_JACKSON_MASK[control].any() or (data >= 0xF0).any():
-        odd = pc.match_substring_regex(arr, _UNLIKE_JACKSON)
-        if pc.any(odd).as_py():
-            rows = np.flatnonzero(_mask(odd))
-            texts = [_quote(s) if quoted else _quote(s)[1:-1] for s in arr.take(pa.array(rows)).to_pylist()]
-            out = pc.replace_with_mask(out, _mask(odd), pa.array(texts, out.type))
-    return out
-
-
-def _java_floats(arr: pa.Array, one) -> pa.Array:
-    """Java's Double/Float.toString: Arrow's shortest digits where Java writes plain text
-    (1e-3 <= |x| < 1e7, and zero), with the ``.0`` Java adds to whole numbers; the
-    converter's own function elsewhere (exponent form, NaN, infinities)."""
-    text = pc.cast(arr, pa.large_string())
-    text = pc.if_else(pc.match_substring(text, "."), text, _join(text, ".0"))
-    mag = pc.abs(arr)
-    plain = pc.or_(pc.and_(pc.greater_equal(mag, 1e-3), pc.less(mag, 1e7)), pc.equal(mag, 0))
-    odd = pc.invert(plain.fill_null(True))
-    if pc.any(odd).as_py():
-        mask = _mask(odd)
-        rows = pa.array(np.flatnonzero(mask))
-        shortest = pc.cast(arr.take(rows), pa.string()).to_pylist()
-        texts = [_java_exponent(t, one, x) for t, x in zip(shortest, arr.take(rows).to_pylist())]
-        text = pc.replace_with_mask(text, mask, pa.array(texts, pa.large_string()))
-    return text
-
-
-def _java_exponent(shortest: str, one, x: float) -> str:
-    """Java's ``d.dddE±n`` text of a finite ``x`` from Arrow's shortest digits (``3.5e+09``,
-    ``12345678``, ``1e-05``); ``one(x)`` (the converter's own function) for NaN, infinities and
-    values below float32's smallest normal, where Java may pick a two-digit decimal closer to
-    ``x`` than the shortest one (elsewhere the rounding interval is far too narrow for that)."""
-    if not math.isfinite(x) or abs(x) < _FLOAT32_MIN_NORMAL:
-        return one(x)
-    t = shortest.lstrip("-")
-    mantissa, _, exp = t.partition("e")
-    whole, _, frac = mantissa.partition(".")
-    digits = (whole + frac).lstrip("0")
-    lead = len(whole.lstrip("0"))
-    e10 = (lead - 1 if lead else -(len(frac) - len(frac.lstrip("0")) + 1)) + int(exp or 0)
-    digits = digits.rstrip("0")
-    return ("-" if x < 0 else "") + digits[0] + "." + (digits[1:] or "0") + "E" + str(e10)
 
 
 def _epoch_ms(arr: pa.Array) -> pa.Array:
@@ -423,31 +184,3 @@ def decimal_bytes(arr: pa.Array) -> pa.Array:
     out = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(arr), [
         None, pa.py_buffer(np.concatenate([[0], ends]).astype(np.int64)), pa.py_buffer(data)])
     return pc.if_else(arr.is_null(), pa.scalar(None, pa.large_binary()), out) if arr.null_count else out
-
-
-def _decimal_base64(arr: pa.Array) -> pa.Array:
-    """Each decimal128 as Kafka's ``"<base64>"`` text: base64 of the minimal big-endian
-    two's-complement bytes of its unscaled value (``BigInteger.toByteArray``)."""
-    n = len(arr)
-    be, length = _decimal_minimal(arr)
-    width = 2 + (length + 2) // 3 * 4  # quotes + base64
-    ends = np.cumsum(width)
-    starts = ends - width
-    out = np.empty(int(ends[-1]) if n else 0, dtype=np.uint8)
-    for size in np.unique(length):
-        rows = np.flatnonzero(length == size)
-        padded = (size + 2) // 3 * 3
-        block = np.zeros((len(rows), padded), dtype=np.uint8)
-        block[:, :size] = be[rows, 16 - size:]
-        chars = np.frombuffer(base64.b64encode(block.tobytes()), dtype=np.uint8).reshape(len(rows), padded // 3 * 4)
-        chars = chars.copy()
-        if padded - size:
-            chars[:, chars.shape[1] - (padded - size):] = ord("=")
-        text = np.empty((len(rows), chars.shape[1] + 2), dtype=np.uint8)
-        text[:, 0] = text[:, -1] = ord('"')
-        text[:, 1:-1] = chars
-        positions = starts[rows][:, None] + np.arange(text.shape[1])
-        out[positions] = text
-    offsets = np.concatenate([[0], ends]).astype(np.int32)
-    text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
-    return pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), text) if arr.null_count else text

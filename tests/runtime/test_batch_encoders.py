@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import math
 import struct
 
@@ -83,10 +84,14 @@ def _fields(draw, n: int, name: str, depth: int = 0):
     """(kind, Connect schema, Arrow array of ``n`` rows) of one generated field: a kind of KINDS or (one in
     four, nested twice at most) a struct of 1-3 such fields, its Arrow children sometimes in another
     order or with a child the schema does not have; optional or not, some with a null although
-    required (a row the converter refuses). A null struct keeps its children's drawn values."""
+    required (a row the converter refuses); one in four holds the same value, or null, in every row.
+    A null struct keeps its children's drawn values."""
     optional = draw(st.booleans())
     nulls_allowed = optional or draw(st.integers(0, 9)) == 0
     nulls = [nulls_allowed and draw(st.integers(0, 4)) == 0 for _ in range(n)]
+    constant = draw(st.integers(0, 3)) == 0  # one field in four: the same value (or null) in every row
+    if constant:
+        nulls = [nulls[0]] * n if n else []
     if depth < 2 and draw(st.integers(0, 3)) == 0:
         b = SchemaBuilder.struct().name("gen." + name.replace(".", "_"))
         children = {}
@@ -104,7 +109,8 @@ def _fields(draw, n: int, name: str, depth: int = 0):
     else:
         kind, builder, arrow_type, values = KINDS[draw(st.sampled_from(range(len(KINDS))))]
         b = builder()
-        column = pa.array([None if null else draw(values) for null in nulls], arrow_type)
+        value = draw(values)
+        column = pa.array([None if null else value if constant else draw(values) for null in nulls], arrow_type)
     return kind, (b.optional() if optional else b).build(), column
 
 
@@ -398,6 +404,34 @@ def test_a_null_struct_is_the_converters_and_not_its_childrens():
             assert _same_as_records(conv, batch, encoded) == slow
             if optional:
                 assert encoded.data[1].as_py() == '{"p":null,"q":null}'
+
+
+def test_columns_of_one_value_and_values_equal_but_written_apart():
+    """A column holding one value in every row (a constant field of an envelope, a struct null in every row)
+    is written as the converter writes that value; values that compare equal but are written apart (0.0 and
+    -0.0, as float64 and float32) are each written their own way."""
+    rows = 5
+    s = SchemaBuilder.struct().name("n.S").field("c", Schema.STRING).field("t", Schema.INT64).build()
+    gone = SchemaBuilder.struct().name("n.G").field("x", Schema.INT32).optional().build()
+    schema = (SchemaBuilder.struct().field("k", Schema.STRING).field("i", Schema.INT32).field("d", Schema.FLOAT64)
+              .field("f", Schema.FLOAT32).field("s", s).field("gone", gone)
+              .field("ts", Timestamp.builder().build()).build())
+    data = {
+        "k": pa.array(["same \"text\" é"] * rows), "i": pa.array([7] * rows, pa.int32()),
+        "d": pa.array([0.0, -0.0, 0.0, -0.0, 0.0]), "f": pa.array([-0.0, 0.0, 0.0, 0.0, 0.0], pa.float32()),
+        "s": _struct_column({"c": pa.array(["x"] * rows), "t": pa.array([1, 1, 2, 1, 1], pa.int64())}, [False] * rows),
+        "gone": _struct_column({"x": pa.array([1, 2, 3, 4, 5], pa.int32())}, [True] * rows),
+        "ts": pa.array([dt.datetime(2026, 1, 1, tzinfo=UTC)] * rows, pa.timestamp("us", "UTC")),
+    }
+    batch = SourceBatch("t", pa.table(data), schema, {"p": 1}, {"o": rows})
+    for schemas_enable in (False, True):
+        conv = JsonConverter()
+        conv.configure({"schemas.enable": schemas_enable}, False)
+        encoded, written = _encode_counting(conv, batch)
+        assert written == []
+        assert _same_as_records(conv, batch, encoded) == []
+    assert [str(json.loads(v)["payload"]["d"]) for v in encoded.data.to_pylist()] == \
+        ["0.0", "-0.0", "0.0", "-0.0", "0.0"]
 
 
 def test_a_sliced_batch_of_nested_structs():
