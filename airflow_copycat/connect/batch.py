@@ -62,7 +62,7 @@ A batch must not: mix partitions (return one batch per partition), change
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .data import Schema, Struct, Type
 from .errors import DataException
@@ -160,6 +160,28 @@ class SourceBatch:
                 timestamp=self.timestamp,
                 headers=self.headers, source_partition=self.source_partition, source_offset=self.offset_of(i)))
         return out
+
+
+class RowOffsets:
+    """A batch's ``row_offsets`` made on demand: ``make(i)`` is the offset after row ``i`` of ``n``
+    (``len``, ``[i]`` and iteration, as :class:`SourceBatch` takes them); the framework asks only for a
+    failed row's and a fallback's, so the others are never built."""
+
+    def __init__(self, n: int, make: Callable[[int], dict]):
+        self._n, self._make = n, make
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> dict:
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._make(i)
+
+    def __iter__(self):
+        return (self._make(i) for i in range(self._n))
 
 
 def column_values(table, schema: Schema) -> list:

@@ -136,7 +136,7 @@ def test_batches_send_the_bytes_records_send(cdc_db, worker_props, unique, monke
     batch, wire = ChangeBatcher._batch, change_batches._wire_tuples
     monkeypatch.setattr(ChangeBatcher, "_batch", lambda self, run: made.append(len(run)) or batch(self, run))
     monkeypatch.setattr(change_batches, "_wire_tuples",  # counts the batches read from the messages' bytes
-                        lambda relation, changes: (lambda t: from_wire.append(t is not None) or t)(wire(relation, changes)))
+                        lambda *args: (lambda t: from_wire.append(t is not None) or t)(wire(*args)))
     for ddl in TABLES.values():
         cdc_db.sql(ddl)
     cdc_db.sql("ALTER TABLE full_rows REPLICA IDENTITY FULL")
@@ -287,16 +287,17 @@ def test_a_batch_read_from_the_wire_holds_the_values_its_records_hold(rows):
     for i, (op, key, r, at, note, q) in enumerate(rows):
         values = [str(key), None, None, None, None, None] if op == "d" else \
             [str(key), "3", r or "0", at or "2024-01-01 00:00:00+00", note, str(q)]
+        decoder.xid, decoder.commit_ts_us = 700 + i // 4, 1_700_000_000_000_000 + 1001 * (i // 4)  # a Begin's
         change = decoder.decode(_wire_message(op, values), 100 + i)
         assert type(change) is WireChange
-        items.append(Item(change, {"lsn": 100 + i}, None))
+        items.append(Item(change, {"lsn": 100 + i}, None if i < 4 else 90 + i // 4))
 
     def events(item):
         m = item.message
         return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
                              value=e.value, headers=e.headers, source_partition={"server": "p"}, source_offset=item.offset)
                 for e in builder.events(m, SourceInfo(commit_ts_us=m.commit_ts_us, tx_id=m.xid, lsn=m.lsn,
-                                                      last_commit_lsn=None))]
+                                                      last_commit_lsn=item.last_commit_lsn))]
 
     want = [r for item in items for r in events(item)]
     got, batches = [], 0

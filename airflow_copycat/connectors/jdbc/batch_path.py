@@ -29,32 +29,12 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from airflow_copycat.connect import ConnectException, RetriableException, SourceBatch
+from airflow_copycat.connect.batch import RowOffsets
 
 from . import arrow_reader as ar
 from . import config as c
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-class RowOffsets:
-    """The offset after each row of a batch, made on demand (``len`` and ``[i]``, as
-    :class:`SourceBatch` takes them): only a failed row's or a fallback's are ever built."""
-
-    def __init__(self, n: int, make: Callable[[int], dict]):
-        self._n, self._make = n, make
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i: int) -> dict:
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return self._make(i)
-
-    def __iter__(self):
-        return (self._make(i) for i in range(self._n))
 
 
 def ts_fields(micros: int) -> dict:

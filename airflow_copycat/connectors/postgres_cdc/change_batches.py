@@ -37,12 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_copycat.connect import Schema
-from airflow_copycat.connect.batch import SourceBatch
+from airflow_copycat.connect.batch import RowOffsets, SourceBatch
 from airflow_copycat.connect.data import Decimal, Type
 
 from ..files.formats import arrow_type
 from .column_casts import cast_texts, float32s
-from .envelope import SOURCE_SCHEMA, TRANSACTION_SCHEMA, EventBuilder, sequence
+from .envelope import SOURCE_SCHEMA, TRANSACTION_SCHEMA, EventBuilder
 from .model import Change, Relation
 from .pgoutput import WireChange
 from .stream import Item
@@ -144,56 +144,50 @@ class ChangeBatcher:
 
     def _batch(self, run: list[Item]) -> SourceBatch:
         b = self.builder
-        relation = run[0].message.relation
+        changes: list[Change] = [item.message for item in run]
+        relation = changes[0].relation
         t = b.table_schemas(relation)
         row_type, key_types = self._fit[relation]
-        # per row: its change, or None for a delete's tombstone (which has the delete's key and no value)
-        changes: list[Change | None] = []
-        ops: list[str | None] = []
-        tombstones: list[int] = []
-        offsets: list[dict] = []
-        sources: list[tuple] = []  # per row: the source block's commit time, txId, LSN, last commit LSN
-        with_tombstones = b.tombstones and t.key_schema is not None
-        for item in run:
-            change: Change = item.message
-            op = change.op
-            changes.append(change)
-            ops.append(op)
-            offsets.append(item.offset)
-            sources.append((change.commit_ts_us, change.xid, change.lsn, item.last_commit_lsn))
-            if op == "d" and with_tombstones:  # the tombstone: the same key, no value
-                tombstones.append(len(ops))
-                changes.append(None)
-                ops.append(None)
-                offsets.append(item.offset)
-                sources.append(sources[-1])
-        n = len(ops)
-        tuples = _wire_tuples(relation, changes) or _decoded_tuples(changes)
+        ops = [c.op for c in changes]
+        # each change is a row; a delete's tombstone (the same key, no value) is one more, right after it
+        if b.tombstones and t.key_schema is not None and "d" in ops:
+            counts = np.array([2 if op == "d" else 1 for op in ops], np.int64)
+            of_row = np.repeat(np.arange(len(run)), counts)  # per row: its change
+            tombstone = np.zeros(len(of_row), bool)
+            tombstone[np.cumsum(counts)[counts == 2] - 1] = True
+        else:
+            of_row, tombstone = np.arange(len(run)), np.zeros(len(run), bool)
+        n = len(of_row)
+        tuples = _wire_tuples(relation, changes, of_row, tombstone) or _decoded_tuples(changes, of_row, tombstone)
         ns = b.clock()
         columns = tuple(zip(t.value_positions, t.value_mappings))
+        take = pa.array(of_row)
+        op = pa.array(ops, pa.string()).take(take)
         data: dict[str, Any] = {
             "before": _row_structs(row_type, columns, tuples["before"]),
             "after": _row_structs(row_type, columns, tuples["after"]),
-            "source": _source_column(b, relation, sources),
+            "source": _source_column(b, run, take),
             "transaction": pa.nulls(n, _TRANSACTION_TYPE),
-            "op": pa.array(ops, pa.string()),
-            "ts_ms": pa.array([ns // 1_000_000] * n, pa.int64()),
-            "ts_us": pa.array([ns // 1000] * n, pa.int64()),
-            "ts_ns": pa.array([ns] * n, pa.int64()),
+            "op": pc.if_else(pa.array(tombstone), pa.scalar(None, pa.string()), op) if tombstone.any() else op,
+            "ts_ms": pa.repeat(pa.scalar(ns // 1_000_000, pa.int64()), n),
+            "ts_us": pa.repeat(pa.scalar(ns // 1000, pa.int64()), n),
+            "ts_ns": pa.repeat(pa.scalar(ns, pa.int64()), n),
         }
         key_fields = []
         for f, typ, i, mapping in zip(t.key_schema.fields if t.key_schema is not None else [], key_types,
                                       t.key_positions, t.key_mappings):
             key_fields.append(f"key.{f.name}")  # apart from the envelope's own fields
             data[key_fields[-1]] = _column(typ, mapping, tuples["key"].column(i))
+        rows = of_row.tolist()
         batch = SourceBatch(topic=t.topic, data=pa.table(data), value_schema=t.envelope,
-                            source_partition=self.partition, source_offset=offsets[-1],
+                            source_partition=self.partition, source_offset=run[-1].offset,
                             key_fields=tuple(key_fields), key_schema=t.key_schema if key_fields else None,
-                            row_offsets=offsets, tombstones=tuple(tombstones))
-        for op in ("c", "u", "d"):  # counted once the batch is made (a failed one goes as records)
-            changes = ops.count(op)
-            if changes:
-                self.count(relation, op, changes)
+                            row_offsets=RowOffsets(n, lambda r: run[rows[r]].offset),
+                            tombstones=tuple(np.flatnonzero(tombstone).tolist()))
+        for kind in ("c", "u", "d"):  # counted once the batch is made (a failed one goes as records)
+            count = ops.count(kind)
+            if count:
+                self.count(relation, kind, count)
         return batch
 
 
@@ -232,44 +226,40 @@ def _key_row(change: Change):
     return "before" if change.op == "d" or change.after is None else "after"
 
 
-def _decoded_tuples(changes: list[Change | None]) -> dict[str, _Tuples]:
+def _decoded_tuples(changes: list[Change], of_row: np.ndarray, tombstone: np.ndarray) -> dict[str, _Tuples]:
     """The batch's tuples from the changes' decoded ``before``/``after`` (see :func:`_wire_tuples`)."""
-    keys, previous = [], None
-    for c in changes:
-        keys.append(previous if c is None else (c.before if _key_row(c) == "before" else c.after))
-        previous = keys[-1]
+    keys = [c.before if _key_row(c) == "before" else c.after for c in changes]
     out = {}
-    for name, rows in (("before", [None if c is None else c.before for c in changes]),
-                       ("after", [None if c is None else c.after for c in changes]), ("key", keys)):
-        out[name] = _Tuples([r is not None for r in rows], rows=rows)
+    for name, rows in (("before", [c.before for c in changes]), ("after", [c.after for c in changes]),
+                       ("key", keys)):
+        per_row = [None if tomb and name != "key" else rows[i] for i, tomb in zip(of_row.tolist(), tombstone.tolist())]
+        out[name] = _Tuples([r is not None for r in per_row], rows=per_row)
     return out
 
 
-def _wire_tuples(relation: Relation, changes: list[Change | None]) -> dict[str, _Tuples] | None:
+def _wire_tuples(relation: Relation, changes: list[Change], of_row: np.ndarray,
+                 tombstone: np.ndarray) -> dict[str, _Tuples] | None:
     """The batch's tuples read from the changes' messages at once (:func:`.wire_columns.tuple_columns`),
     or None when a change is not a :class:`~.pgoutput.WireChange` or a tuple is not the relation's columns
     in order, each whole in its message (the caller then decodes them change by change, which raises the
-    decoder's error or reads what the decoder reads).
+    decoder's error or reads what the decoder reads). ``of_row``: per row, its change; ``tombstone``: per
+    row, whether it is a delete's tombstone (no ``before``/``after``, the delete's key).
     A WireChange has one tuple: a delete's old row, an insert's or update's new row."""
-    wires, olds, at = [], [], []
-    for c in changes:
-        if c is not None:
-            if type(c) is not WireChange:
-                return None
-            wires.append(c.wire)
-            olds.append(c.old_at >= 0)
-            at.append(c.old_at if c.old_at >= 0 else c.new_at)
-    lengths = np.array([len(w) for w in wires], np.int64)
+    if any(type(c) is not WireChange for c in changes):
+        return None
+    wires = [c.wire for c in changes]
+    old_at = np.fromiter((c.old_at for c in changes), np.int64, len(changes))
+    new_at = np.fromiter((c.new_at for c in changes), np.int64, len(changes))
+    olds = old_at >= 0
+    lengths = np.fromiter(map(len, wires), np.int64, len(wires))
     ends = np.cumsum(lengths)
-    columns = tuple_columns(np.frombuffer(b"".join(wires), np.uint8), ends, ends - lengths + np.array(at, np.int64),
-                            len(relation.columns))
+    columns = tuple_columns(np.frombuffer(b"".join(wires), np.uint8), ends,
+                            ends - lengths + np.where(olds, old_at, new_at), len(relation.columns))
     if columns is None:
         return None
-    tombstone = np.array([c is None for c in changes], bool)
-    message = np.cumsum(~tombstone) - 1  # each row's message (a tombstone's is its delete's)
-    old = np.array(olds, bool)[message]
-    rows = {"before": np.where(old & ~tombstone, message, -1), "after": np.where(~old & ~tombstone, message, -1),
-            "key": message}
+    old = olds[of_row]
+    rows = {"before": np.where(old & ~tombstone, of_row, -1), "after": np.where(~old & ~tombstone, of_row, -1),
+            "key": of_row}
     return {name: _Tuples((at >= 0).tolist(), wire=columns, at=at) for name, at in rows.items()}
 
 
@@ -307,19 +297,24 @@ def _column(typ: pa.DataType, mapping, texts: _Texts) -> pa.Array:
     return float32s(column) if typ == pa.float32() else column  # OverflowError: the run goes as records
 
 
-_PER_CHANGE = {"ts_ms", "sequence", "ts_us", "ts_ns", "txId", "lsn"}
-"""The fields of the ``source`` block that differ between the changes of one run of one table."""
-
-
-def _source_column(b: EventBuilder, relation: Relation, rows: list[tuple]) -> pa.StructArray:
-    """The ``source`` column of a batch: per row ``(commit time us, txId, LSN, last commit LSN)``; the
-    other fields as :meth:`.envelope.EventBuilder.source_values` gives them for the run's first change."""
-    values = dict(zip(_SOURCE_TYPE.names, b.source_values(relation, *rows[0])))
-    us = [r[0] for r in rows]
-    per_change = {"ts_ms": [u // 1000 for u in us], "ts_us": us, "ts_ns": [u * 1000 for u in us],
-                  "txId": [r[1] for r in rows], "lsn": [r[2] for r in rows],
-                  "sequence": [sequence(r[2], r[3]) for r in rows]}
-    n = len(rows)
-    arrays = [pa.array(per_change[f.name], f.type) if f.name in _PER_CHANGE else pa.repeat(pa.scalar(values[f.name], f.type), n)
-              for f in _SOURCE_TYPE]
+def _source_column(b: EventBuilder, run: list[Item], of_row: pa.Array) -> pa.StructArray:
+    """The ``source`` column of a batch (``of_row``: per row, its item of ``run``): per change its commit time,
+    txId, LSN and ``sequence`` (as :func:`.envelope.sequence` writes it); the other fields as
+    :meth:`.envelope.EventBuilder.source_values` gives them for the run's first change."""
+    first = run[0].message
+    values = dict(zip(_SOURCE_TYPE.names, b.source_values(first.relation, first.commit_ts_us, first.xid, first.lsn,
+                                                         run[0].last_commit_lsn)))
+    m = len(run)
+    us = np.fromiter((item.message.commit_ts_us for item in run), np.int64, m)
+    lsn = pa.array(np.fromiter((item.message.lsn for item in run), np.int64, m))
+    last = pa.array([item.last_commit_lsn for item in run], pa.int64())
+    last_text = pc.binary_join_element_wise('"', pc.cast(last, pa.string()), '"', "")
+    if last.null_count:
+        last_text = pc.fill_null(last_text, "null")
+    per_change = {"ts_ms": pa.array(us // 1000), "ts_us": pa.array(us), "ts_ns": pa.array(us * 1000),
+                  "txId": pa.array(np.fromiter((item.message.xid for item in run), np.int64, m)), "lsn": lsn,
+                  "sequence": pc.binary_join_element_wise("[", last_text, ',"', pc.cast(lsn, pa.string()), '"]', "")}
+    n = len(of_row)
+    arrays = [per_change[f.name].take(of_row).cast(f.type) if f.name in per_change
+              else pa.repeat(pa.scalar(values[f.name], f.type), n) for f in _SOURCE_TYPE]
     return pa.StructArray.from_arrays(arrays, fields=list(_SOURCE_TYPE))

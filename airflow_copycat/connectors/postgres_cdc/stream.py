@@ -55,15 +55,37 @@ class Resume:
                    None if tx is None else int(tx))
 
 
-@dataclass(frozen=True)
 class Item:
     """A captured change (or truncate) and what its records carry: ``offset`` (see the module
     docstring) and ``last_commit_lsn`` (the commit LSN of the transaction before it, for
-    Debezium's ``source.sequence``)."""
+    Debezium's ``source.sequence``).
 
-    message: Change | Truncate
-    offset: dict
-    last_commit_lsn: int | None
+    ``offset`` is a dict given as it is, or -- with ``offset=None``, as :class:`StreamRead` hands items
+    out -- made when first read from the change, ``lsn_commit`` and ``extra`` (added to it): a change
+    that goes in a batch has its offset read only when the framework asks for a row's (a failure, a
+    fallback) or it is the batch's last. Not to be changed once handed out."""
+
+    __slots__ = ("message", "last_commit_lsn", "_offset", "_lsn_commit", "_extra")
+
+    def __init__(self, message: Change | Truncate, offset: dict | None, last_commit_lsn: int | None,
+                 lsn_commit: int = 0, extra: dict | None = None):
+        self.message, self._offset, self.last_commit_lsn = message, offset, last_commit_lsn
+        self._lsn_commit, self._extra = lsn_commit, extra
+
+    @property
+    def offset(self) -> dict:
+        if self._offset is None:
+            m = self.message
+            kind = "TRUNCATE" if isinstance(m, Truncate) else MESSAGE_TYPES[m.op]
+            offset = {"lsn": m.lsn, "lsn_proc": m.lsn, "lsn_commit": self._lsn_commit, "txId": m.xid,
+                      "ts_usec": m.commit_ts_us, "messageType": kind}
+            if self._extra:
+                offset.update(self._extra)
+            self._offset = offset
+        return self._offset
+
+    def __repr__(self) -> str:
+        return f"Item({self.message!r}, {self.offset!r}, {self.last_commit_lsn!r})"
 
 
 class StreamRead:
@@ -178,12 +200,7 @@ class StreamRead:
 
     def _item(self, message: Change | Truncate, lsn_commit: int) -> Item:
         self.changes += 1
-        kind = "TRUNCATE" if isinstance(message, Truncate) else MESSAGE_TYPES[message.op]
-        offset = {"lsn": message.lsn, "lsn_proc": message.lsn, "lsn_commit": lsn_commit, "txId": message.xid,
-                  "ts_usec": message.commit_ts_us, "messageType": kind}
-        if self.extra:
-            offset.update(self.extra)
-        return Item(message, offset, self._held_last_commit)
+        return Item(message, None, self._held_last_commit, lsn_commit, self.extra)
 
     def close(self) -> None:
         close = getattr(self._messages, "close", None)
