@@ -121,7 +121,10 @@ class JsonBatchEncoder(BatchEncoder):
         if n and arr.null_count == n:
             return [self._null_text(schema, arr, slow, path)]
         if _constant(arr):
-            text = self._column(schema, arr.slice(0, 1), np.zeros(1, dtype=bool), path)
+            one_slow = np.zeros(1, dtype=bool)
+            text = self._column(schema, arr.slice(0, 1), one_slow, path)
+            if one_slow[0]:  # the converter refuses the value: every row holds it
+                slow[:] = True
             return None if text is None else [text[0].as_py()]
         if schema.type is Type.STRING and not arr.null_count and \
                 (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):

@@ -209,6 +209,34 @@ def test_a_key_column_moving_from_null_is_a_key_change_on_both_paths():
     assert len(want) == 60  # a delete, a tombstone and a create each
 
 
+def test_a_commit_time_beyond_nanoseconds_in_int64_streams_as_records():
+    """A commit after 2262-04-11 (a server clock far off): ``source.ts_ns`` does not fit a batch's int64 column,
+    so the run goes as records, which carry the builder's value (no batch wraps it around)."""
+    from airflow_copycat.connect.batch import SourceBatch
+    from airflow_copycat.connectors.postgres_cdc.config import CdcConfig
+    from airflow_copycat.connectors.postgres_cdc.envelope import EventBuilder, SourceInfo
+    from airflow_copycat.connectors.postgres_cdc.model import Change, Column, Relation
+    from airflow_copycat.connectors.postgres_cdc.stream import Item
+
+    config = CdcConfig.parse({"database.hostname": "h", "database.dbname": "postgres", "database.user": "u",
+                              "topic.prefix": "p"})
+    relation = Relation(1, "public", "t", (Column("id", 20, -1, "bigint", key=True, optional=False),), "d")
+    builder = EventBuilder(config, clock=lambda: 1, version="x")
+    us = 9_300_000_000_000_000  # 2264
+    items = [Item(Change(relation, "c", None, (str(i),), lsn=100 + i, xid=7, commit_ts_us=us), None, None, 99)
+             for i in range(20)]
+
+    def events(item):
+        return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
+                             value=e.value, source_partition={"server": "p"}, source_offset=item.offset)
+                for e in builder.events(item.message, SourceInfo(commit_ts_us=us, tx_id=7, lsn=item.message.lsn,
+                                                                 last_commit_lsn=None))]
+
+    out = ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events)
+    assert not any(isinstance(o, SourceBatch) for o in out)
+    assert [o.value.get("source").get("ts_ns") for o in out] == [us * 1000] * 20
+
+
 def test_a_decimal_of_a_scale_arrow_cannot_read_back_streams_as_records(cdc_db, worker_props, unique):
     """numeric(5,40) (PostgreSQL 15+): Python cannot read a decimal128 of scale 40 back, so a batch of it could
     not fall back to its records (here: a transform on a batch holding tombstones); such tables go as records."""

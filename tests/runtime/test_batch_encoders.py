@@ -434,6 +434,19 @@ def test_columns_of_one_value_and_values_equal_but_written_apart():
         ["0.0", "-0.0", "0.0", "-0.0", "0.0"]
 
 
+def test_a_column_of_one_value_the_converter_refuses_leaves_every_row_to_the_record_path():
+    """One value in every row, which the converter refuses (a bytes field over an Arrow column of another
+    type, outside the batch contract): every row is refused, so every row is a fallback row."""
+    for column in (pa.array([5, 5, 5], pa.int64()), pa.array(["a", "a", "a"]), pa.array([True] * 3)):
+        schema = SchemaBuilder.struct().field("id", Schema.INT32).field("x", SchemaBuilder.type(Type.BYTES).build()).build()
+        batch = SourceBatch("t", pa.table({"id": pa.array([1, 2, 3], pa.int32()), "x": column}), schema, {"p": 1},
+                            {"o": 3})
+        conv = JsonConverter()
+        conv.configure({"schemas.enable": False}, False)
+        encoded, _ = _encode_counting(conv, batch)
+        assert _same_as_records(conv, batch, encoded) == [0, 1, 2]
+
+
 def test_a_sliced_batch_of_nested_structs():
     """A slice of a batch (and of its Arrow data: children read from the parent's offset)."""
     conv = JsonConverter()

@@ -311,7 +311,8 @@ def _source_column(b: EventBuilder, run: list[Item], of_row: pa.Array) -> pa.Str
     last_text = pc.binary_join_element_wise('"', pc.cast(last, pa.string()), '"', "")
     if last.null_count:
         last_text = pc.fill_null(last_text, "null")
-    per_change = {"ts_ms": pa.array(us // 1000), "ts_us": pa.array(us), "ts_ns": pa.array(us * 1000),
+    # ts_ns beyond int64 (a commit after 2262): ArrowInvalid, and the run goes as records, as Arrow refuses it there
+    per_change = {"ts_ms": pa.array(us // 1000), "ts_us": pa.array(us), "ts_ns": pc.multiply_checked(pa.array(us), 1000),
                   "txId": pa.array(np.fromiter((item.message.xid for item in run), np.int64, m)), "lsn": lsn,
                   "sequence": pc.binary_join_element_wise("[", last_text, ',"', pc.cast(lsn, pa.string()), '"]', "")}
     n = len(of_row)
