@@ -126,7 +126,8 @@ class ChangeBatcher:
             self._last = (relation, t, fit)
         if fit is None:
             return False
-        if op == "u" and change.before is not None and t.key_schema is not None:
+        if op == "u" and t.key_schema is not None and (type(change) is not WireChange or change.old_at >= 0) \
+                and change.before is not None:
             before, after, positions = change.before, change.after, t.key_positions
             if any(before[i] is not None for i in positions) and any(before[i] != after[i] for i in positions):
                 return False  # the key may have moved (a NULL key column too): the builder decides
@@ -148,7 +149,9 @@ class ChangeBatcher:
         relation = changes[0].relation
         t = b.table_schemas(relation)
         row_type, key_types = self._fit[relation]
-        ops = [c.op for c in changes]
+        # per change, in one pass: (op, lsn, txId, commit time, the commit LSN before it, its class)
+        ops, lsns, xids, times, lasts, kinds = zip(*[(m.op, m.lsn, m.xid, m.commit_ts_us, item.last_commit_lsn, type(m))
+                                                     for item, m in zip(run, changes)])
         # each change is a row; a delete's tombstone (the same key, no value) is one more, right after it
         if b.tombstones and t.key_schema is not None and "d" in ops:
             counts = np.array([2 if op == "d" else 1 for op in ops], np.int64)
@@ -158,7 +161,9 @@ class ChangeBatcher:
         else:
             of_row, tombstone = np.arange(len(run)), np.zeros(len(run), bool)
         n = len(of_row)
-        tuples = _wire_tuples(relation, changes, of_row, tombstone) or _decoded_tuples(changes, of_row, tombstone)
+        wire = kinds.count(WireChange) == len(kinds)
+        tuples = (_wire_tuples(relation, changes, of_row, tombstone) if wire else None) or \
+            _decoded_tuples(changes, of_row, tombstone)
         ns = b.clock()
         columns = tuple(zip(t.value_positions, t.value_mappings))
         take = pa.array(of_row)
@@ -166,7 +171,7 @@ class ChangeBatcher:
         data: dict[str, Any] = {
             "before": _row_structs(row_type, columns, tuples["before"]),
             "after": _row_structs(row_type, columns, tuples["after"]),
-            "source": _source_column(b, run, take),
+            "source": _source_column(b, run[0], take, lsns, xids, times, lasts),
             "transaction": pa.nulls(n, _TRANSACTION_TYPE),
             "op": pc.if_else(pa.array(tombstone), pa.scalar(None, pa.string()), op) if tombstone.any() else op,
             "ts_ms": pa.repeat(pa.scalar(ns // 1_000_000, pa.int64()), n),
@@ -247,9 +252,8 @@ def _wire_tuples(relation: Relation, changes: list[Change], of_row: np.ndarray,
     A WireChange has one tuple: a delete's old row, an insert's or update's new row."""
     if any(type(c) is not WireChange for c in changes):
         return None
-    wires = [c.wire for c in changes]
-    old_at = np.fromiter((c.old_at for c in changes), np.int64, len(changes))
-    new_at = np.fromiter((c.new_at for c in changes), np.int64, len(changes))
+    wires, old_at, new_at = zip(*[(c.wire, c.old_at, c.new_at) for c in changes])
+    old_at, new_at = np.array(old_at, np.int64), np.array(new_at, np.int64)
     olds = old_at >= 0
     lengths = np.fromiter(map(len, wires), np.int64, len(wires))
     ends = np.cumsum(lengths)
@@ -297,23 +301,24 @@ def _column(typ: pa.DataType, mapping, texts: _Texts) -> pa.Array:
     return float32s(column) if typ == pa.float32() else column  # OverflowError: the run goes as records
 
 
-def _source_column(b: EventBuilder, run: list[Item], of_row: pa.Array) -> pa.StructArray:
-    """The ``source`` column of a batch (``of_row``: per row, its item of ``run``): per change its commit time,
-    txId, LSN and ``sequence`` (as :func:`.envelope.sequence` writes it); the other fields as
-    :meth:`.envelope.EventBuilder.source_values` gives them for the run's first change."""
-    first = run[0].message
-    values = dict(zip(_SOURCE_TYPE.names, b.source_values(first.relation, first.commit_ts_us, first.xid, first.lsn,
-                                                         run[0].last_commit_lsn)))
-    m = len(run)
-    us = np.fromiter((item.message.commit_ts_us for item in run), np.int64, m)
-    lsn = pa.array(np.fromiter((item.message.lsn for item in run), np.int64, m))
-    last = pa.array([item.last_commit_lsn for item in run], pa.int64())
+def _source_column(b: EventBuilder, first: Item, of_row: pa.Array, lsns: tuple, xids: tuple, times: tuple,
+                   lasts: tuple) -> pa.StructArray:
+    """The ``source`` column of a batch (``of_row``: per row, its change): per change (``lsns``, ``xids``, commit
+    ``times`` in us, the commit LSN before it in ``lasts``) its commit time, txId, LSN and ``sequence`` (as
+    :func:`.envelope.sequence` writes it); the other fields as :meth:`.envelope.EventBuilder.source_values`
+    gives them for the run's ``first`` item."""
+    m = first.message
+    values = dict(zip(_SOURCE_TYPE.names, b.source_values(m.relation, m.commit_ts_us, m.xid, m.lsn,
+                                                         first.last_commit_lsn)))
+    us = np.array(times, np.int64)
+    lsn = pa.array(np.array(lsns, np.int64))
+    last = pa.array(lasts, pa.int64())
     last_text = pc.binary_join_element_wise('"', pc.cast(last, pa.string()), '"', "")
     if last.null_count:
         last_text = pc.fill_null(last_text, "null")
     # ts_ns beyond int64 (a commit after 2262): ArrowInvalid, and the run goes as records, as Arrow refuses it there
     per_change = {"ts_ms": pa.array(us // 1000), "ts_us": pa.array(us), "ts_ns": pc.multiply_checked(pa.array(us), 1000),
-                  "txId": pa.array(np.fromiter((item.message.xid for item in run), np.int64, m)), "lsn": lsn,
+                  "txId": pa.array(np.array(xids, np.int64)), "lsn": lsn,
                   "sequence": pc.binary_join_element_wise("[", last_text, ',"', pc.cast(lsn, pa.string()), '"]', "")}
     n = len(of_row)
     arrays = [per_change[f.name].take(of_row).cast(f.type) if f.name in per_change
