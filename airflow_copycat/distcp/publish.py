@@ -134,6 +134,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from ..storage import AtomicFiles
+from ..storage.atomic import json_bytes
 from .model import CopyableFile, Staging
 from .publish_check import StagingCheckMixin
 from .publish_log import PublishError, PublishLogMixin, _bad_relative, _Staged
@@ -227,7 +228,7 @@ class Publisher(RecoveryMixin, StagingCheckMixin, PublishLogMixin, PublishStepsM
     def _publish_set(self, file_set: str, files: Iterable[CopyableFile], deletes: Iterable[str],
                      preserve_attrs: bool, finishing: list | None) -> dict:
         """:meth:`publish`; with ``finishing`` (:meth:`publish_all`), a log applied is not finished here
-        but appended to it as ``(log, wal)``: the caller finishes it once the manifests of every set are
+        but appended to it as ``(log, wal, its bytes)``: the caller finishes it once the manifests of every set are
         durable. The log itself is always durable before its first step."""
         t0 = time.monotonic()
         files = list(files)
@@ -264,14 +265,16 @@ class Publisher(RecoveryMixin, StagingCheckMixin, PublishLogMixin, PublishStepsM
 
         log, notes = self._plan(file_set, staged, deletes, preserve_attrs, published=published, manifest=manifest)
         if log is not None:
+            written = json_bytes(log)
             with self.files.syncing_dirs_now():  # the write-ahead log is durable before its first step
-                self.files.write_json(wal, log, log["token"])
+                self.files.write_whole(wal, written, log["token"])
             self._after_log_written(wal)
-            self._apply(log)
+            known = {self.rel(p): st for s in staged for p, st in (s.stats or {}).items()} if self.local else None
+            self._apply(log, known)  # the staging's stats: attribute steps already true are not done again
             if finishing is None:
-                self._finish(log, wal)
+                self._finish(log, wal, written)
             else:
-                finishing.append((log, wal))
+                finishing.append((log, wal, written))
         done = [out for s in published for out in s.outputs]
         result.update(status="published", files=len(staged) + len(published),
                       bytes=(log["bytes"] if log else 0) + sum(out["size"] or 0 for out in done),
@@ -317,7 +320,7 @@ class Publisher(RecoveryMixin, StagingCheckMixin, PublishLogMixin, PublishStepsM
         directory is synced once -- so a manifest is durable before its log is gone, and a crash
         in between leaves logs that :meth:`recover` replays. 2 syncs instead of 2 per set."""
         results: list[dict] = []
-        finishing: list[tuple[int, dict, str]] = []
+        finishing: list[tuple[int, dict, str, bytes]] = []
         with self.files.deferring_dir_syncs():  # the manifests' directory, once every set is applied
             for file_set, (files, deletes) in work.items():
                 applied: list = []
@@ -325,11 +328,11 @@ class Publisher(RecoveryMixin, StagingCheckMixin, PublishLogMixin, PublishStepsM
                     results.append(self._publish_set(file_set, files, deletes, preserve_attrs, applied))
                 except Exception as e:  # noqa: BLE001 - file sets are independent
                     results.append(_failed(file_set, e))
-                finishing += [(len(results) - 1, log, wal) for log, wal in applied]
+                finishing += [(len(results) - 1, log, wal, written) for log, wal, written in applied]
         with self.files.deferring_dir_syncs():  # the logs' directory, once every log is removed
-            for i, log, wal in finishing:
+            for i, log, wal, written in finishing:
                 try:
-                    self._finish(log, wal)
+                    self._finish(log, wal, written)
                 except Exception as e:  # noqa: BLE001 - file sets are independent
                     results[i] = _failed(results[i]["file_set"], e)
         return results

@@ -4,7 +4,8 @@ Contract: ``StagingCheckMixin._check_staged(file_set, files)`` returns ``(staged
 a ``_Staged`` per file whose copy finished -- its done marker carries its id and every output
 it names is in the staging listing with its size, or (staged flat, :mod:`.staged`) a done
 journal records it and its data file has the recorded size -- and ``{origin: why not}`` for
-the others. A split file whose parts are all staged is concatenated first
+the others. On the local disk each ``_Staged`` also carries the stat the listing took of its
+staged outputs (``stats``), which the publish uses to skip attribute steps already true. A split file whose parts are all staged is concatenated first
 (``split_copy.finish_split``). It reads the staging and never changes the published tree.
 """
 
@@ -17,6 +18,18 @@ from typing import Any
 from .model import PARTS_DIR, CopyableFile
 from .publish_log import _bad_relative, _Staged
 from .staged import data_name, is_journal, read_records, record_size
+
+
+def _stats(listing: dict[str, dict], paths) -> dict[str, Any] | None:
+    """``{path: stat}`` of the staged ``paths`` the listing stat-ed (a local listing: regular files,
+    not links), or ``None``."""
+    out = {}
+    for path in paths:
+        info = listing.get(path)
+        st = info.get("stat") if info is not None and info.get("type") == "file" and not info.get("islink") else None
+        if st is not None:
+            out[path] = st
+    return out or None
 
 
 class StagingCheckMixin:
@@ -45,7 +58,8 @@ class StagingCheckMixin:
         for f in files:
             flat = self._flat_staged(f, records.get(f.id), listing, set_dir)
             if flat is not None:
-                staged.append(_Staged(f, flat[0], flat[1], set_dir + f.id if f.id in file_dirs else None))
+                staged.append(_Staged(f, flat[0], flat[1], set_dir + f.id if f.id in file_dirs else None,
+                                      _stats(listing, flat[1].values())))
                 continue
             marker = self.staging.done_marker(f)
             if marker in listing:
@@ -67,8 +81,8 @@ class StagingCheckMixin:
                 errors[f.origin] = why
             else:
                 file_dir = self.staging.file_dir(f)
-                staged.append(_Staged(f, outputs, {o["path"]: posixpath.join(file_dir, o["path"]) for o in outputs},
-                                      file_dir))
+                paths = {o["path"]: posixpath.join(file_dir, o["path"]) for o in outputs}
+                staged.append(_Staged(f, outputs, paths, file_dir, _stats(listing, paths.values())))
         seen: dict[str, str] = {}
         for s in staged:
             for out in s.outputs:

@@ -61,6 +61,7 @@ class _Staged:
     outputs: list[dict]  # {"path", "size"}
     staged: dict[str, str] | None = None  # output path -> its staged path (full); None: in its file dir
     file_dir: str | None = None  # the file's staging directory (layout 1) to drop once published, if any
+    stats: dict[str, os.stat_result] | None = None  # staged path (full) -> its stat when checked (local disk)
 
 
 class PublishLogMixin:

@@ -5,14 +5,23 @@ Contract: ``PublishStepsMixin._apply(log)`` applies every step of ``log`` in ord
 ``{"steps", "renamed", "deleted"}``; each step is idempotent (a step already done is done again
 or skipped), so applying a log again after a crash at any point finishes it. A step that fails
 raises :class:`~.publish_log.PublishError` naming the set and the step; the log stays.
+``_apply(log, known)``: the first application of a log just written, with ``known`` = ``{staged
+path (relative to the root): its stat}`` taken when the staging was checked: a ``chmod`` or
+``utime`` of a staged output whose stat already shows that mode or modification time is not
+done again (the same file, the same outcome, without its system calls), and ``utime`` keeps the
+access time that stat shows instead of taking another; a ``chown`` drops its file from
+``known`` (changing the owner may clear the set-id bits a later ``chmod`` restores). A replay
+(``known`` absent) applies every step.
 ``_finish(log, wal)`` then drops the staged file directories the log names (and a set
-directory that empties) and deletes the log if it is still this one.
+directory that empties) and deletes the log if it is still this one (``written``: the bytes
+this process wrote it with: the same bytes are the same log, without parsing it again).
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import stat
 
 from .publish_log import ATTRIBUTE_OPS, PublishError
 from .staged import compact
@@ -21,24 +30,26 @@ from .staged import compact
 class PublishStepsMixin:
     """Applies publish logs, for :class:`~.publish.Publisher` (see the module docstring)."""
 
-    def _apply(self, log: dict) -> dict:
+    def _apply(self, log: dict, known: dict[str, os.stat_result] | None = None) -> dict:
         counts = {"steps": 0, "renamed": 0, "deleted": 0}
+        known = dict(known) if known else None  # a chown drops its file: the caller's map stays whole
         for step in log["steps"]:
-            self._apply_step(step, log)
+            self._apply_step(step, log, known)
             counts["steps"] += 1
             counts["renamed"] += step.get("op") == "rename"
             counts["deleted"] += step.get("op") == "delete"
         return counts
 
-    def _apply_step(self, step: dict, log: dict) -> None:
-        """Apply one logged step; idempotent (a step already done is done again or skipped)."""
+    def _apply_step(self, step: dict, log: dict, known: dict[str, os.stat_result] | None = None) -> None:
+        """Apply one logged step; idempotent (a step already done is done again or skipped).
+        ``known``: see the module docstring."""
         op = step.get("op")
         where = f"file set {log.get('file_set')!r}, step {op} {step.get('to') or step.get('path')}"
         try:
             if op == "rename":
                 self._step_rename(step, log)
             elif op in ATTRIBUTE_OPS:
-                self._step_attribute(step, log)
+                self._step_attribute(step, log, known)
             elif op == "delete":
                 path = self.path(step["path"])
                 unless = step.get("unless")
@@ -96,16 +107,24 @@ class PublishStepsMixin:
                     f"({size} bytes), but {dst} now has {actual} bytes: it was changed after the rename, outside "
                     "this publish. Delete the log and rerun the copy")
 
-    def _step_attribute(self, step: dict, log: dict) -> None:
+    def _step_attribute(self, step: dict, log: dict, known: dict[str, os.stat_result] | None = None) -> None:
         """Set the attribute on the staged output while it is there, else on the published one. The
         staged one is tried first, without looking whether it exists (its own system call per step,
         thousands per publish): only when that fails and nothing is there is the published one taken
-        -- what a look first would have chosen."""
+        -- what a look first would have chosen. ``known``: see the module docstring."""
         if not self.local:
             return  # never logged for other filesystems
         staged = self.path(step["staged"])
+        st = None
+        if known:
+            if step["op"] == "chown":
+                known.pop(step["staged"], None)
+            else:
+                st = known.get(step["staged"])
+                if st is not None and _already(st, step):
+                    return
         try:
-            _set_attribute(staged, step)
+            _set_attribute(staged, step, st)
             return
         except OSError:
             if os.path.lexists(staged):
@@ -116,7 +135,7 @@ class PublishStepsMixin:
                                f"of {step['path']}, but neither it nor its staged copy exists")
         _set_attribute(path, step)
 
-    def _finish(self, log: dict, wal: str) -> None:
+    def _finish(self, log: dict, wal: str, written: bytes | None = None) -> None:
         """Drop the staged file directories the log published (and their file set's directory when
         that empties it), then the log (if it is still this one). Other staged files of the set
         stay (another run's, e.g. another backfill window's, or files of a failed run)."""
@@ -146,7 +165,10 @@ class PublishStepsMixin:
                 compact(parent, drop_temps=False)
             else:
                 self._drop_if_empty(parent)
-        current = self._read_json(wal, "publish log")
+        if written is not None and self.local and _read_bytes(wal) == written:
+            current = log  # the bytes this process wrote: this log
+        else:
+            current = self._read_json(wal, "publish log")
         if current is not None and current.get("token") == log.get("token"):
             self.files.delete(wal)
             self.files.sync_dir(posixpath.dirname(wal))
@@ -174,13 +196,34 @@ class PublishStepsMixin:
         return True
 
 
-def _set_attribute(path: str, step: dict) -> None:
-    """Apply the attribute step ``step`` (chown, chmod or utime) to the local ``path``."""
+def _mtime_ns(step: dict) -> int:
+    return int(round(float(step["mtime"]) * 1e9))
+
+
+def _already(st: os.stat_result, step: dict) -> bool:
+    """Whether a file with the stat ``st`` already has what the ``chmod``/``utime`` step sets."""
+    if step["op"] == "chmod":
+        return stat.S_IMODE(st.st_mode) == int(step["mode"])
+    return step["op"] == "utime" and st.st_mtime_ns == _mtime_ns(step)
+
+
+def _set_attribute(path: str, step: dict, st: os.stat_result | None = None) -> None:
+    """Apply the attribute step ``step`` (chown, chmod or utime) to the local ``path``; ``st``: the
+    stat of ``path`` taken just before (its access time is kept), else ``utime`` takes one."""
     op = step["op"]
     if op == "chown":
         os.chown(path, int(step["uid"]), int(step["gid"]), follow_symlinks=False)
     elif op == "chmod":
         os.chmod(path, int(step["mode"]))
     else:
-        st = os.stat(path)
-        os.utime(path, ns=(st.st_atime_ns, int(round(float(step["mtime"]) * 1e9))))
+        st = os.stat(path) if st is None else st
+        os.utime(path, ns=(st.st_atime_ns, _mtime_ns(step)))
+
+
+def _read_bytes(path: str) -> bytes | None:
+    """The bytes of the local file ``path``; ``None`` when it cannot be read (then it is parsed as before)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None

@@ -279,7 +279,10 @@ def test_the_local_listing_is_fsspecs(tmp_path):
     os.mkfifo(root / "fifo")
     keys = ("name", "size", "type", "islink")
     expected = {p: {k: info[k] for k in keys} for p, info in LOCAL.find(str(root), detail=True).items()}
-    assert find_local(str(root)) == expected and list(find_local(str(root))) == list(expected)
+    found = find_local(str(root))
+    assert {p: {k: info[k] for k in keys} for p, info in found.items()} == expected and list(found) == list(expected)
+    for path, info in found.items():  # the walk's own stat of each entry (of a link itself), for its mode and times
+        assert info["stat"].st_ino == os.lstat(path).st_ino and info["stat"].st_mode == os.lstat(path).st_mode
     assert find_local(str(root / "missing")) == {}
     with pytest.raises(NotADirectoryError):
         find_local(str(root / "top"))

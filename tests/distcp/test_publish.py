@@ -306,9 +306,9 @@ def test_paths_that_change_type_are_replaced_and_replay_keeps_them(local, monkey
     saved = tmp_path / "log.json"
     real_finish = Publisher._finish
 
-    def finish(self, log, wal):
+    def finish(self, log, wal, *rest):
         shutil.copy(wal, saved)
-        real_finish(self, log, wal)
+        real_finish(self, log, wal, *rest)
 
     monkeypatch.setattr(Publisher, "_finish", finish)
     res = pub.publish("ds", [fx, fy], ["t/x", "t/y/1", "t/y/deep/2"] if listed else [])
@@ -614,10 +614,10 @@ def test_memory_filesystem_crash_mid_publish_is_recovered(memory, monkeypatch):
     real = Publisher._apply_step
     seen = []
 
-    def crash_after_two(self, step, log):
+    def crash_after_two(self, step, log, *rest):
         if len(seen) == 2:
             raise KeyboardInterrupt("simulated crash")
-        real(self, step, log)
+        real(self, step, log, *rest)
         seen.append(step["op"])
 
     monkeypatch.setattr(Publisher, "_apply_step", crash_after_two)
@@ -837,8 +837,8 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
                 record()
                 die()
 
-    def apply_step(self, step, log):
-        real_step(self, step, log)
+    def apply_step(self, step, log, *rest):
+        real_step(self, step, log, *rest)
         record()
         counts["step"] += 1
         if point == "step" and counts["step"] == n:
@@ -850,7 +850,7 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
         if point == "log":
             die()
 
-    def finish(self, log, wal):
+    def finish(self, log, wal, *rest):
         real_drop = self._drop
 
         def drop(path):
@@ -859,7 +859,7 @@ def _child(scenario_path: str, kill: str, snapshots: str) -> None:
             if point == "cleanup":
                 die()
         self._drop = drop
-        real_finish(self, log, wal)
+        real_finish(self, log, wal, *rest)
 
     AtomicFiles.rename = rename
     Publisher._apply_step = apply_step

@@ -74,3 +74,46 @@ def test_a_dangling_link_at_the_staged_path_fails_the_step_and_the_published_fil
         Publisher(fs, staging)._apply_step(step, log)
     after = os.stat(target / "d/a.csv")
     assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
+
+
+def test_attribute_steps_the_staged_file_already_has_are_not_done_again(local, monkeypatch):  # noqa: F811 -- the fixture imported above
+    """The staging listing's stat shows mode and mtime: a step already true costs no system call, the
+    others are done (``utime`` keeping the access time that stat saw, without a stat of its own); the
+    published files end the same either way, and the log still holds every step for a replay."""
+    target, fs, staging, pub = local
+    done = cfile("d/a.csv", 3, mode=0o640, mtime=T0 + 0.5)
+    todo = cfile("d/b.csv", 3, mode=0o600, mtime=T0 + 1.5)
+    for f in (done, todo):
+        stage(fs, staging, f)
+    staged = {f.destination: os.path.join(staging.file_dir(f), f.destination) for f in (done, todo)}
+    os.chmod(staged["d/a.csv"], 0o640)
+    os.utime(staged["d/a.csv"], ns=(int(T0 * 1e9), int((T0 + 0.5) * 1e9)))
+    os.utime(staged["d/b.csv"], ns=(int((T0 + 7) * 1e9), int(T0 * 1e9)))
+    calls = []
+    real = {name: getattr(os, name) for name in ("chmod", "utime", "stat")}
+
+    def spy(name):
+        def call(path, *args, **kwargs):
+            if "/_copycat/" in str(path) and str(path).endswith(".csv"):  # a staged output
+                calls.append((name, os.path.basename(str(path))))
+            return real[name](path, *args, **kwargs)
+        return call
+
+    saved = {}
+    real_finish = Publisher._finish
+
+    def finish(self, log, wal, *rest):
+        saved.update(self._read_json(wal, "publish log"))
+        real_finish(self, log, wal, *rest)
+
+    monkeypatch.setattr(Publisher, "_finish", finish)
+    for name in real:
+        monkeypatch.setattr(os, name, spy(name))
+    assert pub.publish("ds", [done, todo], [])["status"] == "published"
+    for name in real:
+        monkeypatch.setattr(os, name, real[name])
+    assert sorted(calls) == [("chmod", "b.csv"), ("utime", "b.csv")], calls
+    for f, atime in ((done, T0), (todo, T0 + 7)):
+        st = os.stat(target / f.destination)
+        assert (st.st_mode & 0o7777, st.st_mtime_ns, st.st_atime_ns) == (f.mode, int(f.mtime * 1e9), int(atime * 1e9))
+    assert sorted(s["op"] for s in saved["steps"] if s["op"] in ("chmod", "utime")) == ["chmod", "chmod", "utime", "utime"]
