@@ -173,9 +173,10 @@ class WorkUnit:
     def bytes(self) -> int:
         return self.file.size if self.length < 0 else self.length
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file.to_dict(), "part": self.part, "parts": self.parts, "offset": self.offset,
-                "length": self.length}
+    def to_dict(self, file_dict: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The fields as JSON types; ``file_dict``: ``self.file.to_dict()`` when the caller has it already."""
+        return {"file": self.file.to_dict() if file_dict is None else file_dict, "part": self.part,
+                "parts": self.parts, "offset": self.offset, "length": self.length}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "WorkUnit":

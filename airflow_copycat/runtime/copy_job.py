@@ -11,7 +11,9 @@ application and CLI run it:
    (the file sets, for publishing) and one ``task-<n>.json`` per task (its work
    units: an executor reads only its own). The plan returned (and put in XCom)
    carries only counts, the plan's URL and the groups, whose tasks name their file.
-   The newest few plans of a job are kept (a retried task still finds its own).
+   The newest few plans of a job are kept (a retried task still finds its own). A run step or
+   publish in the process that made the plan (``copycat copy --in-process``) takes its part of the
+   plan from memory instead of parsing the file just written (:data:`_WRITTEN`).
 2. :func:`run_copy_task` (in a Spark task, or in process): copy the task's
    units into staging (:func:`airflow_copycat.distcp.copier.copy_unit`, a few
    units at a time: :func:`airflow_copycat.distcp.inflight.copy_units`); a file
@@ -124,24 +126,36 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     plan_dir = f"{plans_dir}/{created:%Y%m%dT%H%M%S%f}-{_secrets.token_hex(3)}"  # microseconds: ordered
 
     by_set: dict[str, dict[str, Any]] = {}
+    file_sets: dict[str, dict[str, Any]] = {}  # the same, with the files themselves (for this process's publish)
     for d in datasets:
         by_set.setdefault(d.name, {"dataset": d.name, "files": [], "deletes": list(result.deletes.get(d.name, []))})
+    file_dicts: dict[str, dict[str, Any]] = {}  # file id -> its dict, in plan.json and in its task's file alike
     for f in result.to_copy:
-        by_set.setdefault(f.file_set, {"dataset": f.dataset, "files": [], "deletes": []})["files"].append(f.to_dict())
+        file_dicts[f.id] = f.to_dict()
+        by_set.setdefault(f.file_set, {"dataset": f.dataset, "files": [], "deletes": []})["files"].append(file_dicts[f.id])
+    for file_set, entry in by_set.items():
+        file_sets[file_set] = {**entry, "files": []}
+    for f in result.to_copy:
+        file_sets[f.file_set]["files"].append(f)
     stats = _dataset_stats(datasets, files, result)
     full = {"format": PLAN_FORMAT, "connector": name, "created_at": created.isoformat(timespec="seconds"),
             "config": redacted, "datasets": stats, "file_sets": by_set}
     # the file sets for the publish step, and one file per task with its units: an executor reads only its own
     tgt_fs.makedirs(plan_dir, exist_ok=True)
     write_json(full, f"{plan_dir}/plan.json", fs=tgt_fs, compact=True)
+    plan_url = tgt_fs.unstrip_protocol(f"{plan_dir}/plan.json")
+    _WRITTEN.clear()  # the newest plan only
+    _WRITTEN[plan_url] = file_sets
     task_entries = []
     for i, units_of_task in enumerate(packed):
         path = f"{plan_dir}/task-{i:05d}.json"
-        write_json({"task": i, "units": [u.to_dict() for u in units_of_task]}, path, fs=tgt_fs, compact=True)
+        write_json({"task": i, "units": [u.to_dict(file_dicts[u.file.id]) for u in units_of_task]}, path, fs=tgt_fs,
+                   compact=True)
+        task_url = tgt_fs.unstrip_protocol(path)
+        _WRITTEN[task_url] = list(units_of_task)
         task_entries.append({"task": i, "units": len(units_of_task), "bytes": sum(u.bytes for u in units_of_task),
-                             "config": dict(redacted, **{PLAN_URL_KEY: tgt_fs.unstrip_protocol(path)})})
+                             "config": dict(redacted, **{PLAN_URL_KEY: task_url})})
     _prune_plans(tgt_fs, plans_dir, keep=KEEP_PLANS)
-    plan_url = tgt_fs.unstrip_protocol(f"{plan_dir}/plan.json")
     tasks = task_entries
     n_groups = min(groups_max, len(tasks))
     # the typed config without its secrets: the tasks and the publish step read it instead of parsing again
@@ -234,6 +248,19 @@ def _dataset_stats(datasets, files, result) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+_WRITTEN: dict[str, Any] = {}
+"""The newest plan this process wrote, parsed: its ``plan.json`` URL -> ``{file set: {"dataset", "files":
+[CopyableFile], "deletes"}}``, each task file's URL -> its ``[WorkUnit]``. A run step or publish in the
+process that made the plan (``copycat copy --in-process``) takes its part from here, once, instead of
+parsing the file it was just written to (the same values: a plan file is never changed once written);
+any other reader (an executor, a retried task, another process) reads the file."""
+
+
+def _take_written(url: str) -> Any:
+    """What :data:`_WRITTEN` holds for ``url`` (taken out), or ``None``."""
+    return _WRITTEN.pop(url, None)
+
+
 def _load_plan(url: str, options: dict) -> dict:
     """A plan file (the file sets, or one task's units) at ``url``."""
     import fsspec
@@ -262,9 +289,11 @@ def run_copy_task(task: Mapping[str, Any], *, progress: TaskProgress | None = No
         values = spec.values_with(config) if spec is not None else \
             copy_config.parse_copy_config({k: v for k, v in config.items() if k != PLAN_URL_KEY})
         (src_fs, _), (tgt_fs, tgt_root) = _filesystems(values)
-        units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
+        units = _take_written(config[PLAN_URL_KEY])  # this process wrote the plan: its units as written
+        if units is None:
+            units = _load_plan(config[PLAN_URL_KEY], _options(values.get("target.options")))["units"]
+            units = [WorkUnit.from_dict(u) for u in units]
         staging = Staging(tgt_root, job=values["name"])
-        units = [WorkUnit.from_dict(u) for u in units]
         total = sum(unit.bytes for unit in units)
         logged = [0]  # the task's bytes at the last progress line
         seen = [0]  # the task's source bytes so far
@@ -323,16 +352,20 @@ def publish_copy(plan: Mapping[str, Any], group_results: list[Mapping[str, Any]]
     values = spec.values_with(raw) if isinstance(spec, CopySpec) else copy_config.parse_copy_config(raw)
     _, (tgt_fs, tgt_root) = _filesystems(values)
     staging = Staging(tgt_root, job=values["name"])
-    full = _load_plan(plan["plan_url"], _options(values.get("target.options")))
+    file_sets = _take_written(plan["plan_url"])  # this process wrote the plan: its file sets as written
+    if file_sets is None:
+        file_sets = {file_set: {**entry, "files": [CopyableFile.from_dict(f) for f in entry["files"]]}
+                     for file_set, entry in _load_plan(plan["plan_url"], _options(values.get("target.options")))[
+                         "file_sets"].items()}
     publisher = Publisher(tgt_fs, staging, config=values)  # publish() replays its own set's leftover log
     tasks = [t for g in group_results if g for t in g["tasks"]]
     failed_files = [f for t in tasks for f in t.get("failed_files", [])]
     datasets = {d["dataset"]: dict(d) for d in plan["datasets"]}
-    work = {file_set: ([CopyableFile.from_dict(f) for f in entry["files"]], entry["deletes"])
-            for file_set, entry in sorted(full["file_sets"].items()) if entry["files"] or entry["deletes"]}
+    work = {file_set: (entry["files"], entry["deletes"])
+            for file_set, entry in sorted(file_sets.items()) if entry["files"] or entry["deletes"]}
     results = {r["file_set"]: r for r in publisher.publish_all(work)}  # one set's failure never stops another's
     published = []
-    for file_set, entry in sorted(full["file_sets"].items()):
+    for file_set, entry in sorted(file_sets.items()):
         if file_set not in work:
             continue
         r = results[file_set]

@@ -188,3 +188,45 @@ def test_a_diff_policy_is_chosen_by_name(capsys, tmp_path):
     config.write_text(json.dumps(dict(base, **{"diff.policy": "nope"})))
     rc, out, err = run(capsys, "copy", config, "--in-process")
     assert rc == 1 and "diff.policy" in err
+
+
+def test_the_process_that_made_the_plan_takes_it_from_memory_others_read_its_files(tmp_path, monkeypatch):
+    """``copycat copy --in-process`` runs the tasks and the publish in the process that wrote the plan:
+    they take the units and file sets from memory -- equal to what the files hold -- and read no plan
+    file; in any other process (here: the memory cleared) the files are read, to the same result."""
+    from airflow_copycat.distcp.model import CopyableFile, WorkUnit
+    from airflow_copycat.runtime import copy_job
+
+    src = tmp_path / "src"
+    for rel, data in {"a/x.txt": "x", "a/deep/z.txt": "zzz", "b/y.txt": "yy"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(data)
+    reads = []
+    real_load = copy_job._load_plan
+    monkeypatch.setattr(copy_job, "_load_plan", lambda url, options: (reads.append(url), real_load(url, options))[1])
+
+    def job(target, forget):
+        raw = {"name": "j", "source.url": str(src), "target.url": str(tmp_path / target), "dataset.pattern": "*",
+               "tasks.max": 2}
+        plan = copy_job.make_copy_plan(dict(raw))
+        urls = [t["config"][copy_job.PLAN_URL_KEY] for g in plan["groups"] for t in g["tasks"]]
+        assert len(urls) == 2
+        for url in urls:  # what memory holds is what the file says
+            with open(url.removeprefix("file://")) as fh:
+                assert copy_job._WRITTEN[url] == [WorkUnit.from_dict(u) for u in json.load(fh)["units"]]
+        with open(plan["plan_url"].removeprefix("file://")) as fh:
+            on_disk = json.load(fh)["file_sets"]
+        assert copy_job._WRITTEN[plan["plan_url"]] == {
+            k: {**e, "files": [CopyableFile.from_dict(f) for f in e["files"]]} for k, e in on_disk.items()}
+        if forget:
+            copy_job._WRITTEN.clear()
+        results = [{"tasks": [copy_job.run_copy_task(t) for t in g["tasks"]]} for g in plan["groups"]]
+        summary = copy_job.publish_copy(plan, results, dict(raw))
+        assert (summary["status"], summary["files_copied"], sorted(summary["published"])) == ("ok", 3, ["a", "b"])
+        assert (tmp_path / target / "a/deep/z.txt").read_text() == "zzz"
+        return urls + [plan["plan_url"]]
+
+    job("t1", forget=False)
+    assert reads == [] and copy_job._WRITTEN == {}  # nothing read; each part taken once
+    urls = job("t2", forget=True)
+    assert sorted(reads) == sorted(urls)  # every task file and plan.json, read once
