@@ -1,8 +1,9 @@
 """One copy attempt's temporaries under a file's staging directory (see :mod:`.copier`).
 
 Everything an attempt writes goes first to temporaries of its own,
-``<file dir>/_attempt-<time>-<random>-<n>`` (so no two attempts ever write the
-same temporary file); :meth:`Attempt.commit` renames a temporary into its final
+``<file dir>/_attempt-<time>-<random>-<n>`` -- or ``_attempt-<time>-<random>-<k>-<n>``
+for the ``k``-th attempt of a copy session, whose random token it shares (so no two
+attempts ever write the same temporary file); :meth:`Attempt.commit` renames a temporary into its final
 place only when the whole file is known to be right. A final name is only ever
 given the complete, checked output of the same file id -- the same bytes
 whichever attempt wrote them -- so two attempts committing the same name is
@@ -55,13 +56,16 @@ def rm_quietly(fs, path: str, recursive: bool = False) -> None:
 class Attempt:
     """One attempt's writes under a file's staging directory (see the module docstring)."""
 
-    def __init__(self, fs, file_dir: str, dirs: set[str] | None = None):
+    def __init__(self, fs, file_dir: str, dirs: set[str] | None = None, token: str | None = None):
         """``file_dir``: where the temporaries go; ``dirs``: directories known to exist, shared
-        with other attempts of the same session (and added to), so each is made once."""
+        with other attempts of the same session (and added to), so each is made once; ``token``:
+        this attempt's own ``<time>-<random>...`` (:meth:`.staged.Session.attempt_token`: no two
+        attempts anywhere get the same), else a fresh one."""
         self.fs = fs
         self.local = is_local(fs)
         self.file_dir = file_dir
-        self.prefix = posixpath.join(file_dir, f"{ATTEMPT_PREFIX}{int(time.time())}-{secrets.token_hex(6)}-")
+        token = token or f"{int(time.time())}-{secrets.token_hex(6)}"
+        self.prefix = posixpath.join(file_dir, f"{ATTEMPT_PREFIX}{token}-")
         self._n = 0
         self._dirs: set[str] = set() if dirs is None else dirs  # directories known to exist
         self._pending: set[str] = set()  # temporaries written and not renamed yet

@@ -42,6 +42,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
@@ -84,16 +85,27 @@ class RangeCopy:
         self.count = 0
         self._next_progress = self.progress_every
 
-    def run(self, path: str, offset: int, target: str) -> int:
+    def run(self, path: str, offset: int, target: str, mtime_ns: int | None = None) -> int:
         """Copy from the local file ``path`` (the source, ``origin`` in errors) at ``offset`` into a new
-        file ``target`` (created, or truncated); returns the bytes copied (:attr:`count`)."""
-        with open(path, "rb", buffering=0) as src, open(target, "w+b" if self.hashers else "wb", buffering=0) as dst:
-            s, d = src.fileno(), dst.fileno()
-            if not self._kernel_copy(s, d, offset):
-                self._buffered_copy(s, d, offset + self.count)
-            if self.strict_end and self.count >= self.limit:
-                if self._pread(s, 1, offset + self.count):
-                    raise more_than_listed(self.origin, self.limit)
+        file ``target`` (created with mode ``0o666`` less the umask, or truncated); returns the bytes
+        copied (:attr:`count`). ``mtime_ns``: once every byte is there, the target's modification time
+        is set to it (its access time to the time of that call), on the open file."""
+        with open(path, "rb", buffering=0) as src:
+            # os.open: the target is a new temporary name, so the fstat that open() adds to refuse a directory
+            # is not needed
+            d = os.open(target, (os.O_RDWR if self.hashers else os.O_WRONLY) | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                        0o666)
+            try:
+                s = src.fileno()
+                if not self._kernel_copy(s, d, offset):
+                    self._buffered_copy(s, d, offset + self.count)
+                if self.strict_end and self.count >= self.limit:
+                    if self._pread(s, 1, offset + self.count):
+                        raise more_than_listed(self.origin, self.limit)
+                if mtime_ns is not None:
+                    os.utime(d, ns=(time.time_ns(), mtime_ns))
+            finally:
+                os.close(d)
         return self.count
 
     # ---------------------------------------------------------------- helpers

@@ -36,6 +36,7 @@ temporaries of attempts that died).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -174,10 +175,16 @@ class Session:
         self.fs, self.staging = target_fs, staging
         self.local = is_local(target_fs)
         self.token = f"{int(time.time())}-{secrets.token_hex(6)}"
+        self._attempts = itertools.count(1)
         self.dirs: set[str] = set()  # directories known to exist (shared with the attempts)
         self._sets: dict[str, SetDir] = {}
         self._fds: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    def attempt_token(self) -> str:
+        """A token for one copy attempt of this session (:class:`.attempt.Attempt`): the session's
+        random token and a count, so no two attempts share temporaries, without a random draw each."""
+        return f"{self.token}-{next(self._attempts)}"
 
     def set_dir(self, f: CopyableFile) -> SetDir:
         path = self.staging.file_set_dir(f.file_set)

@@ -25,7 +25,7 @@ from airflow_copycat.distcp.inflight import copy_units
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
 from airflow_copycat.distcp.publish import Publisher
 from airflow_copycat.distcp.split_copy import finish_split
-from airflow_copycat.distcp.staged import is_journal, parse_journal
+from airflow_copycat.distcp.staged import data_name, is_journal, parse_journal
 from airflow_copycat.distcp.workunits import work_units
 from airflow_copycat.storage.atomic import AtomicFiles, find_local
 
@@ -493,3 +493,46 @@ def test_drop_stale_drops_flat_files_journals_and_dead_temporaries(tmp_path):
     assert [Path(p).name for p in dropped] == [h.id + ".data"]
     assert len(list(set_dir.glob("_done-*.jsonl"))) == 1 and done_markers.read_done_marker(LOCAL, staging, f)
     assert Publisher(LOCAL, staging).drop_stale({"ds": []}) and not set_dir.exists()
+
+
+def test_a_file_staged_flat_has_its_mtime_already_and_the_publish_does_not_set_it_again(tmp_path, monkeypatch):
+    """The kernel copy gives a plain file staged flat the modification time its publish sets (``mtime``
+    preserved), in the copying thread: the publish finds it true and calls no ``utime``, and the published
+    file has it. A file that does not preserve it keeps the time of its copy."""
+    f = make_file(tmp_path, data_of(3 * B + 5), name="d/f.bin")
+    f = CopyableFile(**{**f.to_dict(), "mtime": 1_700_000_000.123456, "preserve": ("mtime",), "id": ""})
+    g = make_file(tmp_path, data_of(7), name="d/g.bin")
+    g = CopyableFile(**{**g.to_dict(), "preserve": (), "id": ""})
+    staging = Staging(str(tmp_path / "t"), job="j")
+    assert [r["status"] for _, r in copy_units(work_units([f, g]), LOCAL, LOCAL, staging, {"checksum": "md5"})] == \
+        ["ok", "ok"]
+    set_dir = Path(staging.file_set_dir("ds"))
+    assert (set_dir / data_name(f)).stat().st_mtime_ns == int(round(f.mtime * 1e9))
+    assert abs((set_dir / data_name(g)).stat().st_mtime - g.mtime) > 1000
+    calls = []
+    real = os.utime
+    monkeypatch.setattr(os, "utime", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    assert Publisher(LOCAL, staging).publish("ds", [f, g], [])["status"] == "published"
+    monkeypatch.setattr(os, "utime", real)
+    assert calls == []
+    assert (tmp_path / "t/d/f.bin").stat().st_mtime_ns == int(round(f.mtime * 1e9))
+    assert (tmp_path / "t/d/g.bin").read_bytes() == data_of(7)
+
+
+def test_the_attempts_of_a_session_take_its_random_token_with_a_count(tmp_path, monkeypatch):
+    """No random draw per attempt: the attempts of one copy session are named by the session's token and a
+    count (``_attempt-<time>-<random>-<k>-<n>``), each its own."""
+    from airflow_copycat.distcp import attempt as attempt_mod
+    from airflow_copycat.distcp.staged import Session
+
+    files = [make_file(tmp_path, data_of(n), name=f"d/f{n}.bin") for n in (1, 5, 9)]
+    staging = Staging(str(tmp_path / "t"), job="j")
+    names = []
+    real_tmp = attempt_mod.Attempt.tmp
+    monkeypatch.setattr(attempt_mod.Attempt, "tmp", lambda self: names.append(real_tmp(self)) or names[-1])
+    session = Session(LOCAL, staging)  # its one random token
+    monkeypatch.setattr(attempt_mod.secrets, "token_hex", lambda n: pytest.fail("a random draw per attempt"))
+    with session:
+        for f in files:
+            assert copy_unit(WorkUnit(f), LOCAL, LOCAL, staging, {"checksum": "none"}, session=session)["status"] == "ok"
+    assert [os.path.basename(n) for n in names] == [f"_attempt-{session.token}-{k}-1" for k in (1, 2, 3)]
