@@ -101,13 +101,17 @@ class PublishLogMixin:
         # (publish "x/a" where the target has a file "x") is deleted unless it is a directory -- so a replay
         # after the renames keeps them; a directory that becomes a file (publish "x" where the target has a
         # directory "x") is deleted unless it is a file. On the local filesystem the target is looked at
-        # (one stat per output and directory); object stores hold "x" and "x/a" side by side.
+        # (one stat per directory, and per output in a directory that exists); object stores hold "x" and
+        # "x/a" side by side.
         ancestors = {a for o in outputs for a in _ancestors(o)}
         replaced_files = ancestors & delete_set
         replaced_dirs: set[str] = set()
         if self.local:
-            replaced_files |= {a for a in ancestors if os.path.lexists(self.path(a)) and not self.files.isdir(self.path(a))}
-            replaced_dirs = {o for o in outputs if self.files.isdir(self.path(o))}
+            absent = {a for a in ancestors if not os.path.lexists(self.path(a))}
+            replaced_files |= {a for a in ancestors - absent if not self.files.isdir(self.path(a))}
+            # an output whose parent directory is absent is absent too: no stat of its own (a fresh target)
+            replaced_dirs = {o for o in outputs
+                             if posixpath.dirname(o) not in absent and self.files.isdir(self.path(o))}
         for a in sorted(replaced_files - delete_set):
             notes.append(f"the file {a} becomes a directory: replaced")
         for o in sorted(replaced_dirs):
@@ -143,8 +147,11 @@ class PublishLogMixin:
             for out in sorted(s.outputs, key=lambda o: o["path"]):
                 renames.append({"op": "rename", "from": self.rel(s.staged[out["path"]]),
                                 "to": out["path"], "size": out["size"], "file": f.id})
-        manifest = {p: i for p, i in manifest.items()
-                    if p not in delete_set and not any(a in delete_set for a in _ancestors(p))}
+        if delete_set:
+            manifest = {p: i for p, i in manifest.items()
+                        if p not in delete_set and not any(a in delete_set for a in _ancestors(p))}
+        else:
+            manifest = dict(manifest)
         manifest.update({out["path"]: s.file.id for s in staged for out in s.outputs})
         steps = (attrs
                  + [{"op": "delete", "path": d, "unless": "directory"} for d in sorted(replaced_files)]

@@ -44,7 +44,6 @@ class PublishStepsMixin:
         """Apply one logged step; idempotent (a step already done is done again or skipped).
         ``known``: see the module docstring."""
         op = step.get("op")
-        where = f"file set {log.get('file_set')!r}, step {op} {step.get('to') or step.get('path')}"
         try:
             if op == "rename":
                 self._step_rename(step, log)
@@ -66,6 +65,7 @@ class PublishStepsMixin:
         except PublishError:
             raise
         except OSError as e:
+            where = f"file set {log.get('file_set')!r}, step {op} {step.get('to') or step.get('path')}"
             raise PublishError(f"distcp: publishing {where} failed: {type(e).__name__}: {e}. The publish log "
                                f"{self.staging.wal(log.get('file_set', ''))} stays; the next run replays it") from e
 
@@ -114,7 +114,6 @@ class PublishStepsMixin:
         -- what a look first would have chosen. ``known``: see the module docstring."""
         if not self.local:
             return  # never logged for other filesystems
-        staged = self.path(step["staged"])
         st = None
         if known:
             if step["op"] == "chown":
@@ -123,6 +122,7 @@ class PublishStepsMixin:
                 st = known.get(step["staged"])
                 if st is not None and _already(st, step):
                     return
+        staged = self.path(step["staged"])
         try:
             _set_attribute(staged, step, st)
             return

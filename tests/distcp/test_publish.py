@@ -807,6 +807,28 @@ def test_replay_of_a_log_whose_files_vanished_fails_clearly(tmp_path):
 
 
 # ---------------------------------------------------------------- the child process
+def test_outputs_in_absent_directories_are_not_looked_at_one_by_one(local, monkeypatch):
+    """Planning the log looks at the target for paths that change type: once per directory, and per output
+    only in a directory that exists -- an output below an absent directory is absent. A directory in the
+    way in an existing directory is still found and replaced."""
+    target, fs, staging, pub = local
+    write_tree(target, {"old/x/keep": b"a directory where a file goes"})
+    os.unlink(target / "old/x/keep")
+    files = [cfile(f"new/d/{i}.csv", 1) for i in range(5)] + [cfile("old/x", 2), cfile("old/y", 2)]
+    for f in files:
+        stage(fs, staging, f, {f.destination: b"z" * f.size})
+    looked = []
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda p: looked.append(os.path.relpath(p, target)) or real_isdir(p))
+    log, notes = pub._plan("ds", pub._check_staged("ds", files)[0], [], True)
+    monkeypatch.setattr(os.path, "isdir", real_isdir)
+    assert not [p for p in looked if p.startswith("new/d/")], looked
+    assert {"old/x", "old/y"} <= set(looked)
+    assert notes == ["the directory old/x becomes a file: replaced"]
+    assert pub.publish("ds", files, [])["status"] == "published"
+    assert tree(target)["old/x"] == b"zz" and tree(target)["new/d/4.csv"] == b"z"
+
+
 def _child(scenario_path: str, kill: str, snapshots: str) -> None:
     scenario = json.loads(Path(scenario_path).read_text())
     target = Path(scenario["target"])
