@@ -35,7 +35,6 @@ import functools
 import importlib
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Mapping
 
 from ..connect.config import ConfigProblem, ConfigType, convert
@@ -280,6 +279,8 @@ def resolve(name: str, kind: type = Transformation) -> type:
         raise ConnectException(f"{what} {name!r} comes in two variants: use {name}$Key for the record key or "
                                f"{name}$Value for the value")
     if cls is None:
+        from importlib.metadata import entry_points  # only here: its import is costly
+
         for ep in entry_points(group=TRANSFORM_ENTRY_POINT_GROUP):
             if name in (ep.name, ep.value, ep.value.replace(":", ".")):
                 try:

@@ -95,6 +95,14 @@ def closed_port() -> int:
 # --- help, validate -------------------------------------------------------------------------
 
 
+def test_the_command_line_imports_no_package_metadata_until_a_plugin_is_looked_up():
+    """``importlib.metadata`` (about half of what importing the command line took) is imported only where
+    an entry point of a plugin is looked up, not by ``import airflow_copycat.cli``."""
+    code = "import sys, airflow_copycat.cli; print('importlib.metadata' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_help_lists_every_command_with_one_line(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--help"])
