@@ -42,6 +42,7 @@ import logging
 import os
 import posixpath
 import secrets
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -118,17 +119,25 @@ def record_size(record: dict) -> int | None:
 @dataclass
 class SetDir:
     """One level of a local set dir: flat data files (id -> size), file dirs of layout 1 (ids),
-    journals, attempt temporaries, and the journals' records."""
+    journals, attempt temporaries, and the journals' records.
+
+    The scan reads only the directory: a data file's size is looked at (``lstat``) and the journals
+    are read (:attr:`records`) when first asked for -- :meth:`staged` of a file with a data file
+    there -- so a session whose files are not staged yet (another task's are) stats and parses
+    nothing. Thread safe."""
 
     path: str
-    data: dict[str, int] = field(default_factory=dict)
+    data: dict[str, int | None] = field(default_factory=dict)  # file id -> size (None: not looked at yet)
     dirs: set[str] = field(default_factory=set)
     journals: list[str] = field(default_factory=list)
     temps: list[str] = field(default_factory=list)
-    records: dict[str, dict] = field(default_factory=dict)
+    _records: dict[str, dict] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def scan(cls, path: str, with_records: bool = True) -> "SetDir":
+        """The entries of the set dir ``path`` (``with_records``: kept for callers; the journals are
+        read when :attr:`records` is first asked for in any case)."""
         out = cls(path)
         try:
             entries = os.scandir(path)
@@ -145,17 +154,41 @@ class SetDir:
                     elif name.startswith(ATTEMPT_PREFIX):
                         out.temps.append(e.path)
                     elif name.endswith(DATA_SUFFIX) and e.is_file(follow_symlinks=False):
-                        out.data[name[:-len(DATA_SUFFIX)]] = e.stat(follow_symlinks=False).st_size
+                        out.data[name[:-len(DATA_SUFFIX)]] = None
                 except FileNotFoundError:
                     continue
-        if with_records and out.journals:
-            out.records = read_records(out.journals, _read_local)
         return out
+
+    @property
+    def records(self) -> dict[str, dict]:
+        """``{file id: record}`` of the journals the scan found, read at the first call."""
+        if self._records is None:
+            with self._lock:
+                if self._records is None:
+                    self._records = read_records(self.journals, _read_local) if self.journals else {}
+        return self._records
+
+    def size(self, ident: str) -> int | None:
+        """The size of the data file of ``ident`` the scan found (``None``: none, or no longer a file)."""
+        if ident not in self.data:
+            return None
+        size = self.data[ident]
+        if size is None:
+            try:
+                st = os.lstat(posixpath.join(self.path, ident + DATA_SUFFIX))
+            except OSError:
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = self.data[ident] = st.st_size
+        return size
 
     def staged(self, f: CopyableFile) -> dict | None:
         """The record of ``f`` if it is staged flat (see the module docstring), else None."""
+        if f.id not in self.data:
+            return None
         record = self.records.get(f.id)
-        if record is None or f.id not in self.data or record_size(record) != self.data[f.id]:
+        if record is None or record_size(record) != self.size(f.id):
             return None
         return record
 

@@ -536,3 +536,25 @@ def test_the_attempts_of_a_session_take_its_random_token_with_a_count(tmp_path, 
         for f in files:
             assert copy_unit(WorkUnit(f), LOCAL, LOCAL, staging, {"checksum": "none"}, session=session)["status"] == "ok"
     assert [os.path.basename(n) for n in names] == [f"_attempt-{session.token}-{k}-1" for k in (1, 2, 3)]
+
+
+def test_a_session_reads_no_journal_nor_size_of_files_it_does_not_copy(tmp_path, monkeypatch):
+    """The scan of a set dir reads the directory only: a session copying files that are not staged yet
+    (another task staged the others) reads no journal and looks at no data file's size; asking whether a
+    staged file is staged reads them, and finds it."""
+    from airflow_copycat.distcp import staged as staged_mod
+    from airflow_copycat.distcp.staged import SetDir
+
+    f, g = make_file(tmp_path, data_of(300)), make_file(tmp_path, data_of(500, 1), name="d/g.bin")
+    staging = Staging(str(tmp_path / "t"))
+    assert [r["status"] for _, r in copy_units([WorkUnit(f), WorkUnit(g)], LOCAL, LOCAL, staging, {})] == ["ok"] * 2
+    reads, sizes = [], []
+    real_read, real_lstat = staged_mod._read_local, os.lstat
+    monkeypatch.setattr(staged_mod, "_read_local", lambda p: reads.append(p) or real_read(p))
+    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: sizes.append(p) or real_lstat(p, *a, **k))
+    h = make_file(tmp_path, data_of(700, 2), name="d/h.bin")
+    assert [r["status"] for _, r in copy_units([WorkUnit(h)], LOCAL, LOCAL, staging, {})] == ["ok"]
+    assert reads == [] and not [p for p in sizes if str(p).endswith(".data")]
+    scan = SetDir.scan(staging.file_set_dir("ds"))
+    assert reads == [] and set(scan.data) == {f.id, g.id, h.id}
+    assert scan.staged(f)["id"] == f.id and reads and [p for p in sizes if str(p).endswith(f"{f.id}.data")]
