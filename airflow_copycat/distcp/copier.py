@@ -57,7 +57,9 @@ what is not staged yet. The marker is trusted: publishing moves the outputs
 away, so it is the publisher's log, not this module, that knows what happened
 after.
 
-Permissions and modification times are set by the publisher on the final files.
+Permissions and modification times are set by the publisher (its log's attribute steps); a plain
+file staged flat by the kernel copy gets its modification time already in the copying thread, which
+the publish then finds true and does not set again (a replay of the log sets it regardless).
 
 The parts, by concept: :mod:`.reading` (the source's bytes counted, hashed and checked; the
 result of a unit), :mod:`.done_markers` (the done record that makes a file staged),

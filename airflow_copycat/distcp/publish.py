@@ -52,7 +52,10 @@ any point -- also during a replay -- is repaired by replaying again:
     exactly one output (``preserve``: owner/group, perm, mtime); applied to
     the *staged* output while it is still there (so the file appears in the
     published tree already with its final attributes, at the same moment as
-    its bytes), else to the published one; set again on replay. Only on the
+    its bytes), else to the published one; set again on replay. The first
+    application skips a step the staged output already shows (the stat its
+    staging check took: e.g. the modification time the copier gave a file
+    staged flat, or a mode equal to the source's). Only on the
     local filesystem (fsspec has no portable chmod/utime; elsewhere the result
     says so in ``notes``); ``chown`` only when running as root. Untarred
     outputs keep the attributes the copier gave them.
