@@ -57,9 +57,9 @@ what is not staged yet. The marker is trusted: publishing moves the outputs
 away, so it is the publisher's log, not this module, that knows what happened
 after.
 
-Permissions and modification times are set by the publisher (its log's attribute steps); a plain
-file staged flat by the kernel copy gets its modification time already in the copying thread, which
-the publish then finds true and does not set again (a replay of the log sets it regardless).
+Permissions and modification times are set by the publisher (its log's attribute steps), never
+by the copy: what a published file keeps depends on the publish that publishes it (a staged copy
+reused by a later run under another ``preserve`` included).
 
 The parts, by concept: :mod:`.reading` (the source's bytes counted, hashed and checked; the
 result of a unit), :mod:`.done_markers` (the done record that makes a file staged),

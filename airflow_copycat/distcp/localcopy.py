@@ -42,7 +42,6 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
@@ -85,11 +84,10 @@ class RangeCopy:
         self.count = 0
         self._next_progress = self.progress_every
 
-    def run(self, path: str, offset: int, target: str, mtime_ns: int | None = None) -> int:
+    def run(self, path: str, offset: int, target: str) -> int:
         """Copy from the local file ``path`` (the source, ``origin`` in errors) at ``offset`` into a new
         file ``target`` (created with mode ``0o666`` less the umask, or truncated); returns the bytes
-        copied (:attr:`count`). ``mtime_ns``: once every byte is there, the target's modification time
-        is set to it (its access time to the time of that call), on the open file."""
+        copied (:attr:`count`)."""
         with open(path, "rb", buffering=0) as src:
             # os.open: the target is a new temporary name, so the fstat that open() adds to refuse a directory
             # is not needed
@@ -102,8 +100,6 @@ class RangeCopy:
                 if self.strict_end and self.count >= self.limit:
                     if self._pread(s, 1, offset + self.count):
                         raise more_than_listed(self.origin, self.limit)
-                if mtime_ns is not None:
-                    os.utime(d, ns=(time.time_ns(), mtime_ns))
             finally:
                 os.close(d)
         return self.count

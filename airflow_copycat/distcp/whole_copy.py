@@ -2,9 +2,8 @@
 
 Contract: ``_copy_whole`` copies one unit of a whole file (``parts == 1``): the source through
 the file's converters (:mod:`.converters`) -- or, without converters from the local disk to the
-local disk, by :mod:`.localcopy` -- into this attempt's temporaries (a file staged flat that way
-gets the modification time the publish would set, when ``preserve`` has ``mtime``: the publish
-then finds it true and skips it); archive links become
+local disk, by :mod:`.localcopy` -- into this attempt's temporaries (their attributes are the
+publish's to set: what it sets depends on the publish, not on the copy); archive links become
 copies of their targets (``_materialise_links``, bounded by the file's :class:`~.limits.Limits`);
 a path that is both a file and a directory fails the file (``_Tree``). Only when size and
 checksum match the listing do the outputs take their names, then the done record is written.
@@ -152,10 +151,7 @@ def _copy_whole(unit: WorkUnit, source_fs, target_fs, staging: Staging, config: 
             reader = localcopy.RangeCopy(f.origin, f.size, hashers.values(), progress, PROGRESS_EVERY)
             tree.add("")
             temps[""] = attempt.tmp()
-            # staged flat (one output, its destination): the publish's utime step done here, in the copying
-            # thread; the publish finds it true and skips it (and a replay sets it again, as ever)
-            mtime_ns = int(round(float(f.mtime) * 1e9)) if flat and "mtime" in f.preserve else None
-            tree.files[""] = reader.run(source_fs._strip_protocol(f.origin), 0, temps[""], mtime_ns)
+            tree.files[""] = reader.run(source_fs._strip_protocol(f.origin), 0, temps[""])
         else:
             with source_fs.open(f.origin, "rb") as raw:
                 reader = _SourceReader(raw, f.origin, f.size, hashers.values(), progress)

@@ -25,7 +25,7 @@ from airflow_copycat.distcp.inflight import copy_units
 from airflow_copycat.distcp.model import CopyableFile, Staging, WorkUnit
 from airflow_copycat.distcp.publish import Publisher
 from airflow_copycat.distcp.split_copy import finish_split
-from airflow_copycat.distcp.staged import data_name, is_journal, parse_journal
+from airflow_copycat.distcp.staged import is_journal, parse_journal
 from airflow_copycat.distcp.workunits import work_units
 from airflow_copycat.storage.atomic import AtomicFiles, find_local
 
@@ -495,28 +495,22 @@ def test_drop_stale_drops_flat_files_journals_and_dead_temporaries(tmp_path):
     assert Publisher(LOCAL, staging).drop_stale({"ds": []}) and not set_dir.exists()
 
 
-def test_a_file_staged_flat_has_its_mtime_already_and_the_publish_does_not_set_it_again(tmp_path, monkeypatch):
-    """The kernel copy gives a plain file staged flat the modification time its publish sets (``mtime``
-    preserved), in the copying thread: the publish finds it true and calls no ``utime``, and the published
-    file has it. A file that does not preserve it keeps the time of its copy."""
+def test_a_copy_leaves_the_modification_time_to_the_publish(tmp_path):
+    """The copy sets no attribute: a file copied with ``mtime`` preserved and published without attributes
+    (``preserve_attrs=False``, or a later run under another ``preserve`` that reuses the staged copy) keeps
+    the time of its copy, not the source's; published with them, it has the source's."""
     f = make_file(tmp_path, data_of(3 * B + 5), name="d/f.bin")
-    f = CopyableFile(**{**f.to_dict(), "mtime": 1_700_000_000.123456, "preserve": ("mtime",), "id": ""})
-    g = make_file(tmp_path, data_of(7), name="d/g.bin")
-    g = CopyableFile(**{**g.to_dict(), "preserve": (), "id": ""})
+    f = CopyableFile(**{**f.to_dict(), "mtime": 1_600_000_000.123456, "preserve": ("mtime",), "id": ""})
+    g = make_file(tmp_path, data_of(7), name="e/g.bin")
+    g = CopyableFile(**{**g.to_dict(), "mtime": 1_600_000_000.5, "preserve": ("mtime",), "id": "", "dataset": "e",
+                        "file_set": "e"})
     staging = Staging(str(tmp_path / "t"), job="j")
-    assert [r["status"] for _, r in copy_units(work_units([f, g]), LOCAL, LOCAL, staging, {"checksum": "md5"})] == \
+    assert [r["status"] for _, r in copy_units(work_units([f, g]), LOCAL, LOCAL, staging, {"checksum": "none"})] == \
         ["ok", "ok"]
-    set_dir = Path(staging.file_set_dir("ds"))
-    assert (set_dir / data_name(f)).stat().st_mtime_ns == int(round(f.mtime * 1e9))
-    assert abs((set_dir / data_name(g)).stat().st_mtime - g.mtime) > 1000
-    calls = []
-    real = os.utime
-    monkeypatch.setattr(os, "utime", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
-    assert Publisher(LOCAL, staging).publish("ds", [f, g], [])["status"] == "published"
-    monkeypatch.setattr(os, "utime", real)
-    assert calls == []
-    assert (tmp_path / "t/d/f.bin").stat().st_mtime_ns == int(round(f.mtime * 1e9))
-    assert (tmp_path / "t/d/g.bin").read_bytes() == data_of(7)
+    assert Publisher(LOCAL, staging).publish("ds", [f], [], preserve_attrs=False)["status"] == "published"
+    assert abs((tmp_path / "t/d/f.bin").stat().st_mtime - f.mtime) > 1000
+    assert Publisher(LOCAL, staging).publish("e", [g], [])["status"] == "published"
+    assert (tmp_path / "t/e/g.bin").stat().st_mtime_ns == int(round(g.mtime * 1e9))
 
 
 def test_the_attempts_of_a_session_take_its_random_token_with_a_count(tmp_path, monkeypatch):
