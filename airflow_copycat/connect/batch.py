@@ -165,7 +165,8 @@ class SourceBatch:
 class RowOffsets:
     """A batch's ``row_offsets`` made on demand: ``make(i)`` is the offset after row ``i`` of ``n``
     (``len``, ``[i]`` and iteration, as :class:`SourceBatch` takes them); the framework asks only for a
-    failed row's and a fallback's, so the others are never built."""
+    failed row's and a fallback's, so the others are never built. A subclass may add rows (``_n``) while it
+    builds its batch, never after the batch is returned."""
 
     def __init__(self, n: int, make: Callable[[int], dict]):
         self._n, self._make = n, make

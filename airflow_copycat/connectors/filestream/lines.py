@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_copycat.connect import DataException, Schema, SourceRecord, SourceTaskContext
-from airflow_copycat.connect.batch import VALUE_COLUMN, SourceBatch
+from airflow_copycat.connect.batch import VALUE_COLUMN, RowOffsets, SourceBatch
 
 from .files import OpenFile
 from .identity import Identity
@@ -69,7 +69,7 @@ def line_value(raw: bytes, start: int, encoding: str) -> str | DataException:
             f"'{ENCODING_CONFIG}' to the files' character set")
 
 
-class LineOffsets:
+class LineOffsets(RowOffsets):
     """The source offset after each row of a batch of lines, computed when asked for.
 
     Built from segments ``(data, start, count, identity, end)``: ``count`` rows from
@@ -77,24 +77,17 @@ class LineOffsets:
     ``\\n`` (``count`` 0, ending at ``end``)."""
 
     def __init__(self):
+        super().__init__(0, self._offset)
         self._segments: list[tuple[bytes, int, int, Identity, int]] = []
         self._firsts: list[int] = []
         self._ends: dict[int, np.ndarray] = {}
-        self._rows = 0
 
     def add(self, data: bytes, start: int, count: int, identity: Identity, end: int) -> None:
-        self._firsts.append(self._rows)
+        self._firsts.append(self._n)
         self._segments.append((data, start, count, identity, end))
-        self._rows += max(count, 1)
+        self._n += max(count, 1)
 
-    def __len__(self) -> int:
-        return self._rows
-
-    def __getitem__(self, row: int) -> dict:
-        if row < 0:
-            row += self._rows
-        if not 0 <= row < self._rows:
-            raise IndexError(row)
+    def _offset(self, row: int) -> dict:
         k = bisect.bisect_right(self._firsts, row) - 1
         data, start, count, identity, end = self._segments[k]
         if count == 0:
