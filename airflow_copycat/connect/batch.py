@@ -165,11 +165,18 @@ class SourceBatch:
 class RowOffsets:
     """A batch's ``row_offsets`` made on demand: ``make(i)`` is the offset after row ``i`` of ``n``
     (``len``, ``[i]`` and iteration, as :class:`SourceBatch` takes them); the framework asks only for a
-    failed row's and a fallback's, so the others are never built. A subclass may add rows (``_n``) while it
-    builds its batch, never after the batch is returned."""
+    failed row's and a fallback's, so the others are never built. A subclass may define ``_make`` as a method
+    instead of passing ``make`` (a bound method kept on the object would make it a reference cycle, freed
+    only by the garbage collector, with all it holds), and may add rows (``_n``) while it builds its batch,
+    never after the batch is returned."""
 
-    def __init__(self, n: int, make: Callable[[int], dict]):
-        self._n, self._make = n, make
+    def __init__(self, n: int, make: Callable[[int], dict] | None = None):
+        self._n = n
+        if make is not None:
+            self._make = make
+
+    def _make(self, i: int) -> dict:
+        raise NotImplementedError("RowOffsets needs make, or a subclass defining _make")
 
     def __len__(self) -> int:
         return self._n

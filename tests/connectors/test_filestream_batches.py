@@ -147,6 +147,34 @@ def test_batch_of_a_poll_is_one_per_file_with_lazy_offsets(tmp_path):
         first.source_offset["position"] + len(b"line 600\r\n")
 
 
+def test_a_batch_dropped_frees_its_lines_at_once(tmp_path):
+    """A poll's batch holds the bytes it read (its lazy offsets come from them): once the framework drops it,
+    reference counting frees it, without waiting for the garbage collector (which a running task calls
+    rarely): no reference cycle."""
+    import gc
+    import weakref
+
+    path = tmp_path / "a.log"
+    path.write_bytes(b"".join(b"line %d\n" % i for i in range(100)))
+    config = {"file": str(path), "topic": "t"}
+    connector = FileStreamSourceConnector()
+    connector.start(FileStreamSourceConnector.parse_config(config))
+    [task_config] = connector.task_configs(1)
+    task = FileStreamSourceTask()
+    task.initialize(SourceTaskContext(task_config, NoOffsets()))
+    task.start(task_config)
+    [batch] = task.poll()
+    task.stop()
+    assert batch.row_offsets[99]["position"] == path.stat().st_size
+    offsets = weakref.ref(batch.row_offsets)
+    gc.disable()
+    try:
+        del batch
+        assert offsets() is None
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("data", [b"\n", b"a\n", b"\r\n", b"a\r\r\n\r\n", b"x\ry\n\n\xc3\xa9\r\n", b"\r\r\n"])
 def test_split_lines_drops_the_newline_and_one_carriage_return(data):
     expected = [(raw[:-1] if raw.endswith(b"\r") else raw).decode() for raw in data.split(b"\n")[:-1]]

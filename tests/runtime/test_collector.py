@@ -55,3 +55,28 @@ def test_runs_in_two_threads_share_the_setting():
     release.set()
     t.join(10)
     assert gc.get_threshold() == before
+
+
+def test_objects_frozen_before_the_first_task_stay_frozen_after_it():
+    """A process forked from one that froze its objects (Airflow's LocalExecutor does) keeps them frozen: the
+    task's end does not unfreeze them (their memory pages stay shared with the parent)."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with task_collection():
+            pass
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_a_process_that_turned_collection_off_keeps_it_off():
+    before = gc.get_threshold()
+    gc.set_threshold(0)
+    try:
+        with task_collection():
+            assert gc.get_threshold()[0] == 0
+        assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*before)

@@ -77,7 +77,7 @@ class LineOffsets(RowOffsets):
     ``\\n`` (``count`` 0, ending at ``end``)."""
 
     def __init__(self):
-        super().__init__(0, self._offset)
+        super().__init__(0)
         self._segments: list[tuple[bytes, int, int, Identity, int]] = []
         self._firsts: list[int] = []
         self._ends: dict[int, np.ndarray] = {}
@@ -87,7 +87,7 @@ class LineOffsets(RowOffsets):
         self._segments.append((data, start, count, identity, end))
         self._n += max(count, 1)
 
-    def _offset(self, row: int) -> dict:
+    def _make(self, row: int) -> dict:
         k = bisect.bisect_right(self._firsts, row) - 1
         data, start, count, identity, end = self._segments[k]
         if count == 0:
