@@ -126,16 +126,21 @@ def test_batches_mean_the_records(tmp_path_factory, monkeypatch, first, appends,
     assert batches == records
 
 
-def test_batch_of_a_poll_is_one_per_file_with_lazy_offsets(tmp_path):
-    path = tmp_path / "a.log"
-    path.write_bytes(b"".join(b"line %d\r\n" % i for i in range(1000)) + b"partial")
-    config = {"file": str(path), "topic": "t", "batch.size": "600"}
+def _started_task(config: dict) -> FileStreamSourceTask:
+    """A FileStreamSource task of ``config`` (one task), started without committed offsets."""
     connector = FileStreamSourceConnector()
     connector.start(FileStreamSourceConnector.parse_config(config))
     [task_config] = connector.task_configs(1)
     task = FileStreamSourceTask()
     task.initialize(SourceTaskContext(task_config, NoOffsets()))
     task.start(task_config)
+    return task
+
+
+def test_batch_of_a_poll_is_one_per_file_with_lazy_offsets(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"".join(b"line %d\r\n" % i for i in range(1000)) + b"partial")
+    task = _started_task({"file": str(path), "topic": "t", "batch.size": "600"})
     [first] = task.poll()
     [second] = task.poll()
     assert task.poll() is None
@@ -156,13 +161,7 @@ def test_a_batch_dropped_frees_its_lines_at_once(tmp_path):
 
     path = tmp_path / "a.log"
     path.write_bytes(b"".join(b"line %d\n" % i for i in range(100)))
-    config = {"file": str(path), "topic": "t"}
-    connector = FileStreamSourceConnector()
-    connector.start(FileStreamSourceConnector.parse_config(config))
-    [task_config] = connector.task_configs(1)
-    task = FileStreamSourceTask()
-    task.initialize(SourceTaskContext(task_config, NoOffsets()))
-    task.start(task_config)
+    task = _started_task({"file": str(path), "topic": "t"})
     [batch] = task.poll()
     task.stop()
     assert batch.row_offsets[99]["position"] == path.stat().st_size
