@@ -149,9 +149,9 @@ class ChangeBatcher:
         relation = changes[0].relation
         t = b.table_schemas(relation)
         row_type, key_types = self._fit[relation]
-        # per change, in one pass: (op, lsn, txId, commit time, the commit LSN before it, its class)
-        ops, lsns, xids, times, lasts, kinds = zip(*[(m.op, m.lsn, m.xid, m.commit_ts_us, item.last_commit_lsn, type(m))
-                                                     for item, m in zip(run, changes)])
+        # per change, in one pass: (op, lsn, txId, commit time, the commit LSN before it)
+        ops, lsns, xids, times, lasts = zip(*[(m.op, m.lsn, m.xid, m.commit_ts_us, item.last_commit_lsn)
+                                              for item, m in zip(run, changes)])
         # each change is a row; a delete's tombstone (the same key, no value) is one more, right after it
         if b.tombstones and t.key_schema is not None and "d" in ops:
             counts = np.array([2 if op == "d" else 1 for op in ops], np.int64)
@@ -161,9 +161,7 @@ class ChangeBatcher:
         else:
             of_row, tombstone = np.arange(len(run)), np.zeros(len(run), bool)
         n = len(of_row)
-        wire = kinds.count(WireChange) == len(kinds)
-        tuples = (_wire_tuples(relation, changes, of_row, tombstone) if wire else None) or \
-            _decoded_tuples(changes, of_row, tombstone)
+        tuples = _wire_tuples(relation, changes, of_row, tombstone) or _decoded_tuples(changes, of_row, tombstone)
         ns = b.clock()
         columns = tuple(zip(t.value_positions, t.value_mappings))
         take = pa.array(of_row)
