@@ -558,3 +558,29 @@ def test_text_and_enum_keys_upsert_locked_in_one_order(db, sink, column):
     put(3, 2)
     assert sorted(s.rows(order="n")) == [("B", 2), ("a", 2), ("b", 2)]
 
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_a_password_in_the_urls_query_is_hidden_in_logs_retries_and_errors(db, sink, caplog):
+    """Given a SQLAlchemy URL with ``?password=`` (psycopg takes it from the query; trust auth ignores
+    it), when the sink starts and a write fails until the retries run out (the offsets row is locked by
+    another session, ``lock_timeout`` short), then its INFO line, its retry warnings and its error show
+    ``[hidden]`` where the password was (before: only a ``user:password@`` password was hidden)."""
+    import logging
+
+    secret = f"Pw{uuid.uuid4().hex}"
+    url = sa.engine.make_url(db.url).update_query_dict({"password": secret, "options": "-c lock_timeout=200"})
+    s = sink(**{"connection.url": url.render_as_string(hide_password=False), "auto.create": "true",
+                "max.retries": "1", "retry.backoff.ms": "10", "copycat.batch.enabled": "false"})
+    caplog.set_level(logging.INFO)
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "a", "qty": 0}, sink=s)])
+    with db.engine.connect() as holder:
+        holder.execute(sa.text("SELECT * FROM copycat_sink_offsets WHERE connector = :c FOR UPDATE"),
+                       {"c": s.raw["name"]})
+        with pytest.raises(ConnectException) as e:
+            s.put([rec(1, {"id": 1, "name": "b", "qty": 1}, sink=s)])
+        holder.rollback()
+    assert "failed 2 time(s)" in str(e.value) and "password=[hidden]" in str(e.value)
+    assert "JDBC sink task writing to" in caplog.text and "retry 1 of 1" in caplog.text
+    assert secret not in caplog.text and secret not in str(e.value)

@@ -96,6 +96,7 @@ from airflow_copycat.connect import (ConfigProblem, ConnectException, RetriableE
 from airflow_copycat.connect.assignment import canonical
 from airflow_copycat.connect.config import Password
 from airflow_copycat.connect.connector import TASK_PARTITIONS_KEY, task_partitions, window_bounds
+from airflow_copycat.connect.secrets import hide_url_passwords
 
 from . import batch_path as bp
 from . import config as c
@@ -179,7 +180,11 @@ def _utc_session(dbapi_connection, _record) -> None:
 
 
 def _safe_url(engine: sa.Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+    """``engine``'s URL as logs and messages show it: the user info password and every query parameter
+    named like a secret (``?password=``, ``sslpassword``, ``token``...: psycopg and PyMySQL take them from
+    the query) read as ``[hidden]`` (:func:`~airflow_copycat.connect.secrets.hide_url_passwords`). Every
+    URL of the JDBC source and sink shown to a person goes through here."""
+    return hide_url_passwords(engine.url.render_as_string(hide_password=True))
 
 
 @dataclass(frozen=True)

@@ -308,7 +308,9 @@ def task_configs(engine: sa.Engine, values: dict[str, Any], tables: Sequence, ma
             plans = {r.fqn: {"column": r.split.column, "count": r.split.count, "bounds": _plan_bounds(conn, r)}
                      for r in refs if r.split and r.split.index == 1}
     except sa.exc.SQLAlchemyError as e:
-        raise ConnectException(f"cannot plan the splits of {engine.url.render_as_string(True)}: {e}") from e
+        from .source import _safe_url  # (source imports this module)
+
+        raise ConnectException(f"cannot plan the splits of {_safe_url(engine)}: {e}") from e
     weights = [rows[r.fqn] / (r.split.count if r.split else 1) for r in refs]
     groups = assign([r.partition for r in refs], max_tasks, previous, weights)
     base = {k: _as_str(v) for k, v in values.items()}

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from airflow_copycat.connect.errors import ConnectException
 
+from ..jdbc.source import _safe_url
 from .config import SinkSettings
 from .dialects import Dialect
 from .offsets_table import OffsetsTable
@@ -116,12 +117,12 @@ class Writer:
             except Exception as e:  # noqa: BLE001 -- classified below; anything not retriable is raised
                 if error_kind(e) != "retry" or attempt >= self.settings.max_retries:
                     if error_kind(e) == "retry":
-                        raise ConnectException(f"writing to {self._url()} failed {attempt + 1} time(s), the last: "
+                        raise ConnectException(f"writing to {_safe_url(self.engine)} failed {attempt + 1} time(s), the last: "
                                                f"{_short(e)}") from e
                     raise
                 attempt += 1
                 self.retries += 1
-                log.warning("writing to %s failed (%s); retry %d of %d in %d ms", self._url(), _short(e), attempt,
+                log.warning("writing to %s failed (%s); retry %d of %d in %d ms", _safe_url(self.engine), _short(e), attempt,
                             self.settings.max_retries, self.settings.retry_backoff_ms)
                 time.sleep(self.settings.retry_backoff_ms / 1000.0)
                 continue
@@ -130,9 +131,6 @@ class Writer:
                 for k, v in c.items():
                     mine[k] = mine.get(k, 0) + v
             return
-
-    def _url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
 
     def _bisect(self, conn: sa.Connection, rows: list[Row], counts: dict) -> None:
         try:
