@@ -584,3 +584,37 @@ def test_a_password_in_the_urls_query_is_hidden_in_logs_retries_and_errors(db, s
     assert "failed 2 time(s)" in str(e.value) and "password=[hidden]" in str(e.value)
     assert "JDBC sink task writing to" in caplog.text and "retry 1 of 1" in caplog.text
     assert secret not in caplog.text and secret not in str(e.value)
+
+
+def test_debezium_field_lists_are_regexes_of_topic_and_field_and_the_whitelist_plain_names(db, sink):
+    """Given Debezium's field.include.list / field.exclude.list (regexes matching the whole of
+    ``<topic>:<field>``, or of the field name alone) and Confluent's fields.whitelist (plain names),
+    when a record with fields id, email, name, qty is upserted, then each writes the fields it selects
+    (before: field.include.list was taken as plain names, so ``<topic>:email`` dropped every value
+    column without a word)."""
+    value = (SchemaBuilder.struct().name("Contact").field("id", Schema.INT64).field("email", Schema.STRING)
+             .field("name", Schema.STRING).field("qty", Schema.OPTIONAL_INT32).build())
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    cases = [({"field.include.list": f"{table}:id,{table}:email"}, (1, "a@x")),
+             ({"field.include.list": "t_[0-9a-f]+:(email|qty)"}, (1, "a@x", 3)),
+             ({"field.include.list": "e.*"}, (1, "a@x")),
+             ({"field.include.list": f"other{table}:email"}, (1,)),
+             ({"field.exclude.list": f"{table}:na.*"}, (1, "a@x", 3)),
+             ({"fields.whitelist": "email"}, (1, "a@x")),
+             ({"fields.whitelist": f"{table}:email"}, (1,))]
+    for n, (selection, expected) in enumerate(cases):
+        s = sink(table=f"{table}", name=f"sink-{table}-{n}", **{
+            "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector", "schema.evolution": "basic",
+            "insert.mode": "upsert", "primary.key.mode": "record_key", **selection})
+        s.start()
+        s.put([rec(0, {"id": 1, "email": "a@x", "name": "alice", "qty": 3}, key=k(1), schema=value, sink=s)])
+        assert s.rows() == [expected], selection
+        s.stop()
+        s.drop()
+    with pytest.raises(ConfigException) as e:
+        JdbcSinkConnector.parse_config({"connection.url": db.url, "topics": "t", "fields.whitelist": "a",
+                                        "field.include.list": "t:a"})
+    assert "field.include.list" in str(e.value) and "give one" in str(e.value)
+    with pytest.raises(ConfigException) as e:
+        JdbcSinkConnector.parse_config({"connection.url": db.url, "topics": "t", "field.exclude.list": "t:(a"})
+    assert "field.exclude.list" in str(e.value) and "regular expression" in str(e.value)

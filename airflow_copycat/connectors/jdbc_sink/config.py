@@ -14,10 +14,15 @@ Debezium                       Confluent (what the sink uses)
 ``schema.evolution=basic``     ``auto.create=true`` + ``auto.evolve=true``
 ``database.time_zone``         ``db.timezone``
 ``quote.identifiers``          ``quote.sql.identifiers`` (true = always)
-``field.include.list``         ``fields.whitelist``
 =============================  ===========================================
 
 Giving both names of one setting with different values is a config problem.
+
+Debezium's ``field.include.list`` / ``field.exclude.list`` are not ``fields.whitelist``:
+each entry is a regular expression matched against the whole of ``<topic>:<field>``
+(``server1.inventory.customers:email``), or, without a ``:``, against the whole field
+name, in every topic (:func:`.rows.field_wanted`). ``fields.whitelist`` keeps
+Confluent's meaning: plain field names. Only one of the three may be given.
 :func:`effective` turns the parsed values into :class:`SinkSettings`, the one
 typed view the task uses.
 """
@@ -25,6 +30,7 @@ typed view the task uses.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from airflow_copycat.connect import ConfigDef, ConfigProblem, ConfigType
@@ -58,13 +64,23 @@ DEBEZIUM_KEYS = {
     "primary.key.fields": PK_FIELDS,
     "database.time_zone": DB_TIMEZONE,
     "quote.identifiers": QUOTE_IDENTIFIERS,
-    "field.include.list": FIELDS_WHITELIST,
 }
+FIELD_INCLUDE_LIST = "field.include.list"
+FIELD_EXCLUDE_LIST = "field.exclude.list"
 SCHEMA_EVOLUTION = "schema.evolution"
 
 
 def _zone(key: str, value: Any) -> str | None:
     return None if value in (None, "") else _timezone(key, value)
+
+
+def _regexes(key: str, value: Any) -> str | None:
+    for entry in value or []:
+        try:
+            re.compile(entry)
+        except re.error as e:
+            return f"entry {entry!r} is not a regular expression: {e}"
+    return None
 
 
 def _quote(key: str, value: Any) -> str | None:
@@ -109,7 +125,12 @@ CONFIG_DEF = (
                 "use a RegexRouter transform for other names). schema.table names a schema.")
     .define(FIELDS_WHITELIST, ConfigType.LIST, [],
             doc="The value fields written (all when empty); primary key columns are always written.")
-    .define("field.include.list", ConfigType.LIST, None, doc="Debezium's name of fields.whitelist.")
+    .define(FIELD_INCLUDE_LIST, ConfigType.LIST, None, validator=_regexes,
+            doc="Debezium's: the value fields written (primary key columns are always written), as regular "
+                "expressions, each matching the whole of topic:field (server1.inventory.customers:email) or, "
+                "without a ':', the whole field name.")
+    .define(FIELD_EXCLUDE_LIST, ConfigType.LIST, None, validator=_regexes,
+            doc="Debezium's: the value fields not written, as field.include.list names them.")
     .define(BATCH_SIZE, ConfigType.INT, 3000, validator=in_range(1, None),
             doc="The most rows one statement writes; a consume round's records are written in one transaction.")
     .define(DB_TIMEZONE, ConfigType.STRING, "UTC", validator=_zone,
@@ -155,6 +176,8 @@ class SinkSettings:
     retry_backoff_ms: int
     offsets_table: str
     batch_enabled: bool = True
+    field_include: tuple[str, ...] = ()  # Debezium's regexes (see the module docstring)
+    field_exclude: tuple[str, ...] = ()
 
 
 def _resolved(config: dict[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]]:
@@ -189,7 +212,12 @@ def effective(config: dict[str, Any]) -> SinkSettings:
                                                                              if f),
         batch_size=int(c[BATCH_SIZE]), db_timezone=str(c[DB_TIMEZONE]), quote=quote,
         max_retries=int(c[MAX_RETRIES]), retry_backoff_ms=int(c[RETRY_BACKOFF_MS]),
-        offsets_table=str(c[OFFSETS_TABLE]), batch_enabled=bool(c.get(BATCH_ENABLED, True)))
+        offsets_table=str(c[OFFSETS_TABLE]), batch_enabled=bool(c.get(BATCH_ENABLED, True)),
+        field_include=_entries(c.get(FIELD_INCLUDE_LIST)), field_exclude=_entries(c.get(FIELD_EXCLUDE_LIST)))
+
+
+def _entries(value: Any) -> tuple[str, ...]:
+    return tuple(e.strip() for e in value or [] if e and e.strip())
 
 
 def validate(config: dict[str, Any]) -> list[ConfigProblem]:
@@ -211,6 +239,11 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
         problems.append(ConfigProblem(PK_FIELDS, pk_fields, "pk.mode=kafka takes three column names (topic, "
                                       "partition, offset) or none for __connect_topic, __connect_partition, "
                                       "__connect_offset"))
+    selections = [k for k in (FIELDS_WHITELIST, FIELD_INCLUDE_LIST, FIELD_EXCLUDE_LIST) if c.get(k)]
+    if len(selections) > 1:
+        problems.append(ConfigProblem(selections[1], c.get(selections[1]), f"and {selections[0]} both choose the "
+                                      "value fields: give one (field.include.list and field.exclude.list are "
+                                      "regexes of topic:field, fields.whitelist plain field names)"))
     if pk_mode == "none" and pk_fields:
         problems.append(ConfigProblem(PK_FIELDS, pk_fields, "is set but pk.mode=none uses no primary key"))
     if "${topic}" not in str(c.get(TABLE_NAME_FORMAT) or "${topic}") and not c.get("topics"):

@@ -21,6 +21,7 @@ import datetime as dt
 import functools
 import decimal
 import json
+import re
 from typing import Any, Sequence
 from zoneinfo import ZoneInfo
 
@@ -106,7 +107,8 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
         values = dict(zip(names, key))
     else:
         key_columns, key, columns, values = (), (), [], {}
-    fields, more = _value_columns(schema, tuple(key_columns), settings.fields_whitelist)
+    fields, more = _value_columns(schema, tuple(key_columns), record.topic,
+                                  (settings.fields_whitelist, settings.field_include, settings.field_exclude))
     get = value.get_without_default  # a NULL stays NULL: Struct.get would give an optional field's default
     for name, field_schema, plain in fields:
         v = get(name)
@@ -117,13 +119,40 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
 
 
 @functools.lru_cache(maxsize=512)
-def _value_columns(schema: Schema, keys: tuple, wanted: tuple) -> tuple[tuple, tuple]:
+def _value_columns(schema: Schema, keys: tuple, topic: str, selection: tuple) -> tuple[tuple, tuple]:
     """The value fields written as columns besides the key's: ``((name, schema, plain), ...)`` --
-    ``plain`` when the driver takes the value as it is -- and their column entries."""
+    ``plain`` when the driver takes the value as it is -- and their column entries. ``selection`` is
+    ``(fields.whitelist, field.include.list, field.exclude.list)`` (:func:`field_wanted`)."""
     fields = tuple((f.name, f.schema, f.schema.name is None and f.schema.type.is_primitive
                     and f.schema.type is not Type.BYTES)
-                   for f in schema.fields if f.name not in keys and (not wanted or f.name in wanted))
+                   for f in schema.fields if f.name not in keys and field_wanted(topic, f.name, *selection))
     return fields, tuple((n, fs, False) for n, fs, _ in fields)
+
+
+def field_wanted(topic: str, field: str, whitelist: Sequence[str], include: Sequence[str],
+                 exclude: Sequence[str]) -> bool:
+    """Whether the value field ``field`` of a record of ``topic`` is written (at most one list is given):
+
+    * ``whitelist`` (Confluent's ``fields.whitelist``): plain field names; empty: every field;
+    * ``include`` / ``exclude`` (Debezium's ``field.include.list`` / ``field.exclude.list``): regular
+      expressions, each matching the whole of ``<topic>:<field>``, or, without a ``:``, the whole field
+      name; ``field`` is written when an ``include`` entry matches it, or no ``exclude`` entry does."""
+    if exclude:
+        return not _matches(tuple(exclude), topic, field)
+    if include:
+        return _matches(tuple(include), topic, field)
+    return not whitelist or field in whitelist
+
+
+def _matches(entries: tuple[str, ...], topic: str, field: str) -> bool:
+    return any(pattern.fullmatch(f"{topic}:{field}" if qualified else field)
+               for qualified, pattern in _patterns(entries))
+
+
+@functools.lru_cache(maxsize=64)
+def _patterns(entries: tuple[str, ...]) -> tuple[tuple[bool, re.Pattern], ...]:
+    """Each entry compiled, and whether it names ``<topic>:<field>`` (has a ``:``) or the field alone."""
+    return tuple((":" in e, re.compile(e)) for e in entries)
 
 
 def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: ZoneInfo | None):
