@@ -120,6 +120,11 @@ class Dialect:
         """Statement parameters as the driver takes them (most take the rows' values as they are)."""
         return values
 
+    text_keys_exact = False
+    """Whether two different strings are always two keys of a text column (byte-wise comparing collations),
+    so a writer may reorder the rows of distinct keys (:func:`.writer.runs`). MySQL's and MariaDB's
+    default collations ignore case, accents and trailing spaces; SQLite's NOCASE columns ignore case."""
+
     instant_columns = False
     """Whether a table of this database may have columns that :meth:`holds_instants` (else a writer need
     not look at the table's columns for them)."""
@@ -138,6 +143,8 @@ class Dialect:
 class Postgres(Dialect):
     name = "postgresql"
     param = "%s"
+    text_keys_exact = True  # deterministic collations (the default) compare bytes; a citext or
+    # nondeterministic-collation key given twice in one statement is refused by ON CONFLICT itself
 
     def primitive(self, t: Type, key: bool) -> str:
         return {Type.INT8: "SMALLINT", Type.INT16: "SMALLINT", Type.INT32: "INTEGER", Type.INT64: "BIGINT",

@@ -6,7 +6,9 @@ Kafka order) and the offset moves of their partitions. It
 1. fits the tables to the rows (:mod:`.tables`; DDL, before the transaction);
 2. cuts the rows into runs of one table, one kind (write or delete) and one set of
    columns, in order; in upsert and update modes a run keeps only the last row of
-   each key (what applying them one by one would leave);
+   each key (what applying them one by one would leave), in key order -- except
+   text keys on MySQL/MariaDB and SQLite, whose collations may hold two strings as
+   one key: those runs keep every row in Kafka order (:func:`_last_of_each_key`);
 3. in one transaction, writes each run in statements of at most ``batch.size``
    rows -- ``COPY`` (and one ``INSERT ... SELECT ... ON CONFLICT`` for upserts) on
    PostgreSQL, multi-row ``INSERT`` on MySQL/MariaDB, ``executemany`` on SQLite --
@@ -70,20 +72,33 @@ def error_kind(e: BaseException) -> str:
     return "fatal"
 
 
-def runs(rows: Sequence[Row], dedupe: bool, identity: Callable[[Row], tuple] | None = None) -> list[list[Row]]:
-    """Consecutive rows of one signature; with ``dedupe`` only the last row of each key in a run, keys
-    told apart by ``identity(row)`` (default: ``row.key``)."""
+def runs(rows: Sequence[Row], dedupe: bool, identity: Callable[[Row], tuple] | None = None,
+         sort_text: bool = False) -> list[list[Row]]:
+    """Consecutive rows of one signature; with ``dedupe`` each run as :func:`_last_of_each_key` keeps
+    it, keys told apart by ``identity(row)`` (default: ``row.key``; ``sort_text``:
+    :attr:`Dialect.text_keys_exact`)."""
     out: list[list[Row]] = []
     for row in rows:
         if out and out[-1][0].signature() == row.signature():
             out[-1].append(row)
         else:
             out.append([row])
-    if dedupe:  # and in key order: two writers upserting the same keys then lock them in one order
+    if dedupe:
         identity = identity or (lambda r: r.key)
-        out = [sorted({identity(r): r for r in run}.values(), key=_key_order) if run[0].key_columns else run
-               for run in out]
+        out = [_last_of_each_key(run, identity, sort_text) if run[0].key_columns else run for run in out]
     return out
+
+
+def _last_of_each_key(run: list[Row], identity: Callable[[Row], tuple], sort_text: bool) -> list[Row]:
+    """The last row of each key of ``run``, in key order: two writers upserting the same keys then lock
+    them in one order. Unless a key holds text and not ``sort_text``: then every row, in Kafka order. A
+    collation may hold two different strings as one key (case, accents, trailing spaces: MySQL's and
+    MariaDB's defaults); only the rows as they came leave what applying them one by one leaves (the
+    last record's values, the first one's spelling of the key), which dropping or reordering the rows
+    of keys that differ in Python would not."""
+    if not sort_text and any(isinstance(v, str) for row in run for v in row.key):
+        return run
+    return sorted({identity(r): r for r in run}.values(), key=_key_order)
 
 
 def _key_order(row: Row) -> tuple:
@@ -104,7 +119,8 @@ class Writer:
     def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
         for row in rows:
             self.tables.ensure(row)
-        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identities())
+        planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identities(),
+                       sort_text=self.dialect.text_keys_exact)
         attempt = 0
         while True:
             counts: dict[str, dict[str, int]] = {}
