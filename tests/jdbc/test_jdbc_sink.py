@@ -645,3 +645,46 @@ def test_text_keys_a_collation_holds_equal_keep_kafka_order_and_the_last_record_
     assert sorted(together.rows(order="v")) == sorted(one_by_one.rows(order="v"))
     if db.kind == "mariadb":
         assert sorted(v for _, v in together.rows(order="v")) == ["v1", "v3", "v6", "v8"]
+
+
+@pytest.mark.parametrize("db", ["mariadb"], indirect=True)
+def test_rows_mariadb_refuses_are_found_and_reported_and_the_rest_is_written(db, sink):
+    """Given errors.tolerance=all and MariaDB tables that refuse one record's row -- a failed CHECK
+    (PyMySQL: OperationalError 4025, SQLSTATE 23000), a TIMESTAMP past 2038 (1292, 22007), a NaN
+    float (no such value in MariaDB; PyMySQL refuses it before sending) -- when four records are put,
+    then that record is reported naming it and the other three are written (before: the put failed
+    whole with the raw driver error, nothing reported, no record named)."""
+    utc = dt.timezone.utc
+    cases = {"f DOUBLE CHECK (f >= 0)": (Schema.FLOAT64, 1.5, -1.0),
+             "f TIMESTAMP NULL": (Timestamp.builder().build(), dt.datetime(2020, 1, 1, tzinfo=utc),
+                                  dt.datetime(2040, 1, 1, tzinfo=utc)),
+             "f DOUBLE": (Schema.FLOAT64, 1.5, float("nan"))}
+    for column, (field, good, bad) in cases.items():
+        value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("f", field).build()
+        s = sink(**{"pk.mode": "record_value", "pk.fields": "id"})
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE TABLE `{s.table}` (id BIGINT PRIMARY KEY, {column})"))
+        s.start()
+        s.task.context = Reporter(s.task.context.config, [s.tp])
+        s.put([rec(i, {"id": i, "f": bad if i == 2 else good}, schema=value, sink=s) for i in range(4)])
+        assert [o for o, _ in s.task.context.reported] == [2], column
+        assert s.table in s.task.context.reported[0][1], column
+        assert [r[0] for r in s.rows()] == [0, 1, 3], column
+    assert f"topic {s.table} partition 0 offset 2: table {s.table} column f is nan" in s.task.context.reported[0][1]
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_a_statement_the_database_refuses_fails_naming_the_table_and_the_first_record(db, sink):
+    """Given a table whose key is DEFERRABLE (PostgreSQL's ON CONFLICT refuses it: a fatal error, no
+    row's fault), when records are upserted, then the run fails naming the table and the topic,
+    partition and offset of the first record of the failing statement, without the statement's values
+    (before: the raw driver error, which named no record)."""
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "copycat.batch.enabled": "false"})
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE TABLE "{s.table}" (id BIGINT PRIMARY KEY DEFERRABLE, name TEXT, qty INTEGER)'))
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(i, {"id": i, "name": f"secret-value-{i}", "qty": i}, key=k(i), sink=s) for i in range(3, 6)])
+    text = str(e.value)
+    assert f"topic {s.table} partition 0 offset 3: writing 3 row(s) from there to table {s.table} failed" in text
+    assert "deferrable" in text and "secret-value" not in text

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from typing import Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -120,6 +121,12 @@ class Dialect:
         """Statement parameters as the driver takes them (most take the rows' values as they are)."""
         return values
 
+    def unwritable(self, values: Mapping[str, Any]) -> str | None:
+        """Why this database cannot hold one of a row's ``values`` (by column) as it is -- ``column c: ...``
+        -- or ``None``. The sink refuses such a record (``errors.*``) rather than write another value or
+        fail the run."""
+        return None
+
     text_keys_exact = False
     """Whether two different strings are always two keys of a text column (byte-wise comparing collations),
     so a writer may reorder the rows of distinct keys (:func:`.writer.runs`). MySQL's and MariaDB's
@@ -191,6 +198,12 @@ class MySql(Dialect):
 
     def decimal(self, scale: int) -> str:
         return f"DECIMAL(65, {min(scale, 30)})"
+
+    def unwritable(self, values: Mapping[str, Any]) -> str | None:
+        for name, v in values.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                return f"column {name} is {v}: MySQL and MariaDB store no NaN or Infinity"
+        return None
 
     def time(self) -> str:
         return "TIME(3)"

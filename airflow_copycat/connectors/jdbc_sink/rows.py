@@ -53,6 +53,11 @@ class Row:
     def delete(self) -> bool:
         return self.values is None
 
+    @property
+    def where(self) -> str:
+        """Where the row's record came from, as errors name it: ``topic T partition P offset O``."""
+        return "topic {} partition {} offset {}".format(*self.record.read_from)
+
     def signature(self) -> tuple:
         """Rows with equal signatures can share one statement: same table, kind and columns (names,
         schemas -- compared by their cached hash and, mostly, by identity -- and key flags)."""

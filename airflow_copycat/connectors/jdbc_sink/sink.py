@@ -40,7 +40,7 @@ from . import config as c
 from .columns import ColumnWriter
 from .dialects import dialect_for
 from .offsets_table import OffsetsTable
-from .rows import RecordError, row_of
+from .rows import RecordError, Row, row_of
 from .tables import Tables
 from .writer import Writer
 
@@ -125,7 +125,7 @@ class JdbcSinkTask(SinkTask):
                 continue  # written by an earlier transaction (given again): the database has it
             ends[tp] = offset + 1
             try:
-                row = row_of(record, self.settings, self.zone)
+                row = self._row(record)
             except RecordError as e:
                 self.context.report_error(record, ConnectException(str(e)))
                 continue
@@ -140,6 +140,15 @@ class JdbcSinkTask(SinkTask):
         self.committed.update(ends)
         self.metrics.update(tables=self.writer.counts, tables_created=len(self.tables.created),
                             columns_added=len(self.tables.added), write_retries=self.writer.retries)
+
+    def _row(self, record: SinkRecord) -> Row | None:
+        """``record``'s row (:func:`.rows.row_of`); raises :class:`RecordError` also for a value the
+        database cannot hold (:meth:`.dialects.Dialect.unwritable`: NaN into MySQL/MariaDB)."""
+        row = row_of(record, self.settings, self.zone)
+        why = row is not None and not row.delete and self.dialect.unwritable(row.values)
+        if why:
+            raise RecordError(f"{row.where}: table {row.table} {why}")
+        return row
 
     def put_batch(self, batch) -> None:
         """A consume round's messages (up to 10,000 rather than 500 for ``put``: fewer, larger

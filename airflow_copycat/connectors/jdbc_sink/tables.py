@@ -116,7 +116,7 @@ class Tables:
             return
         for name, _, _ in row.columns:
             if "%" in name or "%" in row.table:
-                raise ConnectException(f"{self._where(row)}: table {row.table!r} / column {name!r}: names holding '%' "
+                raise ConnectException(f"{row.where}: table {row.table!r} / column {name!r}: names holding '%' "
                                        "are not supported by the JDBC sink")
         try:
             described = self._describe(row.table)
@@ -127,7 +127,7 @@ class Tables:
         except sa.exc.DBAPIError as e:
             # another task (of this connector, or another writer) made the table or added the column
             # between our look and our DDL: look again and fit what is there now
-            log.info("%s: DDL on %s failed (%s); reading the table again", self._where(row), row.table,
+            log.info("%s: DDL on %s failed (%s); reading the table again", row.where, row.table,
                      str(getattr(e, "orig", e)).splitlines()[0])
             self._known.pop(row.table, None)
             described = self._describe(row.table)
@@ -136,16 +136,12 @@ class Tables:
             self._fit(row, described)
         self._checked.add(signature)
 
-    def _where(self, row: Row) -> str:
-        r = row.record
-        return "topic {} partition {} offset {}".format(*r.read_from)
-
     def _create(self, row: Row) -> None:
         if not self.settings.auto_create:
-            raise ConnectException(f"{self._where(row)}: table {row.table} does not exist; create it or set "
+            raise ConnectException(f"{row.where}: table {row.table} does not exist; create it or set "
                                    "auto.create=true")
         if row.delete:
-            raise ConnectException(f"{self._where(row)}: table {row.table} does not exist and a tombstone has no "
+            raise ConnectException(f"{row.where}: table {row.table} does not exist and a tombstone has no "
                                    "value schema to create it from")
         d = self.dialect
         parts = [f"{d.ident(n)} {d.column_type(s, k)}{'' if (s.optional and not k) else ' NOT NULL'}"
@@ -155,7 +151,7 @@ class Tables:
         ddl = f"CREATE TABLE {d.table(row.table)} ({', '.join(parts)})"
         with self.engine.begin() as conn:
             conn.exec_driver_sql(ddl)
-        log.info("created table %s for %s", row.table, self._where(row))
+        log.info("created table %s for %s", row.table, row.where)
         self.created.append(row.table)
         self._known.pop(row.table, None)
 
@@ -165,7 +161,7 @@ class Tables:
         if row.key_columns and (mode in ("upsert", "update") or row.delete):
             wanted = sorted(self._fold(k) for k in row.key_columns)
             if not any(sorted(k) == wanted for k in described["keys"] if k):
-                raise ConnectException(f"{self._where(row)}: table {row.table} has no primary key or unique "
+                raise ConnectException(f"{row.where}: table {row.table} has no primary key or unique "
                                        f"constraint on {list(row.key_columns)}, which insert.mode={mode}"
                                        f"{' and deletes' if row.delete else ''} need")
         missing = []
@@ -176,24 +172,24 @@ class Tables:
                 continue
             why = narrowing(have, schema, d.name)
             if why:
-                raise ConnectException(f"{self._where(row)}: table {row.table} column {name} {why}")
+                raise ConnectException(f"{row.where}: table {row.table} column {name} {why}")
         for name, schema, key in missing:
             default = _literal(schema.default) if schema.default is not None else None
             if not self.settings.auto_evolve:
-                raise ConnectException(f"{self._where(row)}: table {row.table} has no column {name}; add it or set "
+                raise ConnectException(f"{row.where}: table {row.table} has no column {name}; add it or set "
                                        "auto.evolve=true")
             if key:
-                raise ConnectException(f"{self._where(row)}: table {row.table} has no primary key column {name}; "
+                raise ConnectException(f"{row.where}: table {row.table} has no primary key column {name}; "
                                        "a primary key cannot be evolved")
             if not schema.optional and default is None:
-                raise ConnectException(f"{self._where(row)}: table {row.table} column {name}: the field is required "
+                raise ConnectException(f"{row.where}: table {row.table} column {name}: the field is required "
                                        "and has no default, so it cannot be added to a table that has rows")
         for name, schema, _ in missing:
             default = _literal(schema.default) if schema.default is not None else None
             ddl = d.add_column(row.table, name, d.column_type(schema, False), schema.optional, default)
             with self.engine.begin() as conn:
                 conn.exec_driver_sql(ddl)
-            log.info("added column %s to table %s for %s", name, row.table, self._where(row))
+            log.info("added column %s to table %s for %s", name, row.table, row.where)
             self.added.append(f"{row.table}.{name}")
         if missing:
             self._known.pop(row.table, None)

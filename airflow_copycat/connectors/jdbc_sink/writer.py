@@ -15,12 +15,14 @@ Kafka order) and the offset moves of their partitions. It
    then moves the offsets (:mod:`.offsets_table`) and commits.
 
 A statement the database refuses because of a row (a constraint, a value too long,
-a value of the wrong type) is rolled back to its savepoint and cut in halves until
-the refused rows are found; each is handed to ``report(record, error)`` -- the
+a value of the wrong type: :func:`error_kind`) is rolled back to its savepoint and
+cut in halves until the refused rows are found; each is handed to ``report(record, error)`` -- the
 framework's errant-record reporter, which dead-letters it with tolerance or
 raises, failing the run with nothing of the transaction committed. A failure that
 may pass (connection lost, deadlock, serialization failure, database locked)
 retries the whole transaction ``max.retries`` times, ``retry.backoff.ms`` apart.
+Any other failure of a statement fails the run, naming the table and the first
+record of the statement.
 """
 
 from __future__ import annotations
@@ -53,19 +55,29 @@ statement), system errors."""
 _PASSING_STATES = ("55P03", "55006")  # lock not available, object in use
 
 
+_RECORD_CLASSES = ("22", "23")
+"""SQLSTATE classes of a row's refusal: data exception (a value out of range, of the wrong form) and
+integrity constraint violation (a key, a CHECK, a foreign key)."""
+
+
 def error_kind(e: BaseException) -> str:
-    """``record`` (the database refused a row's values), ``retry`` (may pass), or ``fatal``, from the
-    DB-API exception class (PEP 249 names, whatever the driver). An ``OperationalError`` that carries a
-    SQLSTATE (PostgreSQL's drivers) may pass only in the classes that say so: drivers put refusals of
-    the statement itself there too (``ON CONFLICT`` on a deferrable key: 55000), which no retry mends."""
+    """``record`` (the database refused a row's values), ``retry`` (may pass), or ``fatal``. The SQLSTATE
+    decides first, whatever the DB-API class: PyMySQL raises ``OperationalError`` for most server errors
+    (a failed CHECK: 23000, an impossible datetime: 22007), so its classes of :data:`_RECORD_CLASSES` are
+    the record's. Then the DB-API exception class (PEP 249 names, whatever the driver): an
+    ``OperationalError`` that carries a SQLSTATE may pass only in the classes that say so: drivers put
+    refusals of the statement itself there too (``ON CONFLICT`` on a deferrable key: 55000), which no
+    retry mends."""
     orig = getattr(e, "orig", None) or e
+    state = str(getattr(orig, "sqlstate", None) or "")
+    if state[:2] in _RECORD_CLASSES:
+        return "record"
     names = {c.__name__ for c in type(orig).__mro__}
     if names & {"IntegrityError", "DataError"}:
         return "record"
     if isinstance(e, sa.exc.DisconnectionError):
         return "retry"
     if "OperationalError" in names:
-        state = str(getattr(orig, "sqlstate", None) or "")
         if state and not (state[:2] in _PASSING_CLASSES or state in _PASSING_STATES):
             return "fatal"
         return "retry"
@@ -153,7 +165,11 @@ class Writer:
             with conn.begin_nested():
                 self._execute(conn, rows, counts)
         except Exception as e:  # noqa: BLE001
-            if error_kind(e) != "record":
+            kind = error_kind(e)
+            if kind == "fatal":
+                raise ConnectException(f"{rows[0].where}: writing {len(rows)} row(s) from there to table "
+                                       f"{rows[0].table} failed: {_short(e)}") from e
+            if kind != "record":
                 raise
             if len(rows) == 1:
                 self.report(rows[0].record, ConnectException(f"table {rows[0].table}: {_short(e)}"))
