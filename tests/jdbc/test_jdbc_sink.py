@@ -688,3 +688,28 @@ def test_a_statement_the_database_refuses_fails_naming_the_table_and_the_first_r
     text = str(e.value)
     assert f"topic {s.table} partition 0 offset 3: writing 3 row(s) from there to table {s.table} failed" in text
     assert "deferrable" in text and "secret-value" not in text
+
+
+@pytest.mark.parametrize("db", ["postgresql", "mariadb"], indirect=True)
+def test_a_float_or_decimal_into_an_integer_or_single_precision_column_fails_before_writing(db, sink):
+    """Given existing integer and single-precision float columns (PostgreSQL REAL, MariaDB FLOAT), when
+    a record brings a float64 or a Decimal with a fraction for an integer column, or a float64 for the
+    single-precision one, then the put fails before writing, naming topic, partition, offset, table
+    and column (before: MariaDB rounded silently; PostgreSQL refused each record at the database)."""
+    single = {"postgresql": "REAL", "mariadb": "FLOAT"}[db.kind]
+    q = "`" if db.kind == "mariadb" else '"'
+    cases = {"qty": (Schema.FLOAT64, 1.5, "float64"), "price": (Decimal.builder(2).build(), decimal.Decimal("1.25"),
+                                                                "Decimal of scale 2"),
+             "ratio": (Schema.FLOAT64, 123456789.123, "single precision")}
+    for column, (field, v, why) in cases.items():
+        s = sink()
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id BIGINT, qty INTEGER, price BIGINT, "
+                                 f"ratio {single})"))
+        value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field(column, field).build()
+        s.start()
+        with pytest.raises(ConnectException) as e:
+            s.put([rec(0, {"id": 1, column: v}, schema=value, sink=s)])
+        assert f"topic {s.table} partition 0 offset 0: table {s.table} column {column} is " in str(e.value), column
+        assert why in str(e.value), column
+        assert s.rows() == [], column

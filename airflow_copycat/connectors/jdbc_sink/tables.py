@@ -10,8 +10,9 @@ partition, offset, table and column, having changed nothing for that row:
 * a missing column: added with ``auto.evolve`` when the field is optional or has a
   default, else an error (a new required field without default cannot be added to a
   table with rows);
-* a column narrower than its field (an ``int64`` into ``INTEGER``, ``float64`` into
-  ``REAL``, text into a number), and a table without the primary key that upserts,
+* a column narrower than its field (an ``int64`` into ``INTEGER``, a float or a Decimal
+  with a fraction into an integer column, ``float64`` into single precision -- PostgreSQL's
+  ``REAL``, MySQL's ``FLOAT`` --, text into a number: :func:`narrowing`), and a table without the primary key that upserts,
   updates or deletes need: an error.
 
 What a table looks like is read once per task (``sqlalchemy.inspect``) and kept
@@ -25,7 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from airflow_copycat.connect.data import Schema, Type
+from airflow_copycat.connect.data import Decimal, Schema, Type
 from airflow_copycat.connect.errors import ConnectException
 
 from .config import SinkSettings
@@ -51,8 +52,17 @@ def _column_bits(t: sa.types.TypeEngine) -> int | None:
 
 
 def narrowing(column_type: sa.types.TypeEngine, schema: Schema, dialect: str) -> str | None:
-    """Why a column of ``column_type`` cannot hold every value of ``schema``, or ``None``."""
-    if schema.name is not None or dialect == "sqlite":  # logical types; SQLite stores any value in any column
+    """Why a column of ``column_type`` cannot hold every value of ``schema``, or ``None``: an integer
+    narrower than the field's, a float or a Decimal with a fraction into an integer column, a float64
+    into a single-precision column, text into a number or a boolean."""
+    if dialect == "sqlite":  # SQLite stores any value in any column
+        return None
+    if schema.name == Decimal.LOGICAL_NAME:
+        if isinstance(column_type, sa.types.Integer) and Decimal.scale(schema) > 0:
+            return f"is {column_type} and the field is a Decimal of scale {Decimal.scale(schema)}: fractions " \
+                   "would be lost"
+        return None
+    if schema.name is not None:  # other logical types
         return None
     t = schema.type
     if t in _INT_BITS:
@@ -62,12 +72,19 @@ def narrowing(column_type: sa.types.TypeEngine, schema: Schema, dialect: str) ->
         if bits is not None and bits < _INT_BITS[t]:
             return f"is {column_type} and the field is {t.value}: values would not fit"
         return None
-    if t is Type.FLOAT64 and isinstance(column_type, sa.types.Float) and \
-            type(column_type).__name__.upper() in ("REAL", "FLOAT") and dialect == "postgresql":
+    if t in (Type.FLOAT32, Type.FLOAT64) and isinstance(column_type, sa.types.Integer):
+        return f"is {column_type} and the field is {t.value}: fractions would be lost"
+    if t is Type.FLOAT64 and _single_precision(column_type):
         return f"is {column_type} (single precision) and the field is float64"
     if t is Type.STRING and isinstance(column_type, (sa.types.Integer, sa.types.Numeric, sa.types.Boolean)):
         return f"is {column_type} and the field is a string"
     return None
+
+
+def _single_precision(column_type: sa.types.TypeEngine) -> bool:
+    """PostgreSQL's ``REAL`` (``float(1..24)`` reflects as it) and MySQL's/MariaDB's ``FLOAT`` (a ``FLOAT(p)``
+    of more than 24 bits is created, and reflected, as ``DOUBLE``; MySQL's ``REAL`` is ``DOUBLE``)."""
+    return isinstance(column_type, sa.types.Float) and type(column_type).__name__.upper() in ("REAL", "FLOAT")
 
 
 def _literal(value: Any) -> str | None:
