@@ -713,3 +713,42 @@ def test_a_float_or_decimal_into_an_integer_or_single_precision_column_fails_bef
         assert f"topic {s.table} partition 0 offset 0: table {s.table} column {column} is " in str(e.value), column
         assert why in str(e.value), column
         assert s.rows() == [], column
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_a_lost_connection_under_the_columns_transaction_is_written_through_the_records(db, sink):
+    """Given the columns path (PostgreSQL, JsonConverter with schemas) whose ADBC connection the server
+    terminated between two batches (as a restart or an administrator would), when the next batch's
+    transaction fails on it, then its records are written through the records path and the offsets
+    move past them (before: drain -> _rollback -> close -> drain ... ended the run in RecursionError)."""
+    from airflow_copycat.connect.sink_batch import SinkBatch
+    from airflow_copycat.converters.json_converter import JsonConverter
+
+    app = f"copycat_lost_{uuid.uuid4().hex[:8]}"
+    url = sa.engine.make_url(db.url).update_query_dict({"application_name": app})
+    s = sink(**{"connection.url": url.render_as_string(hide_password=False), "auto.create": "true",
+                "pk.mode": "record_key"})
+    s.start()
+    assert s.task.columns is not None
+    keys, values = JsonConverter(), JsonConverter()
+    keys.configure({"schemas.enable": True}, is_key=True)
+    values.configure({"schemas.enable": True}, is_key=False)
+
+    def batch(first: int, n: int) -> SinkBatch:
+        ids = range(first, first + n)
+        return SinkBatch(key_converter=keys, value_converter=values, topics=[s.table] * n, partitions=[0] * n,
+                         offsets=list(ids), keys=[keys.from_connect_data(s.table, KEY, k(i)) for i in ids],
+                         values=[values.from_connect_data(s.table, V1, Struct(V1, {"id": i, "name": f"n{i}", "qty": i}))
+                                 for i in ids])
+
+    s.task.put_batch(batch(0, 50))
+    s.task.pre_commit({s.tp: 50})
+    assert s.task.metrics["rows_columnar"] == 50  # the ADBC connection is open now
+    with db.engine.connect() as conn:
+        killed = conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                      "WHERE application_name = :a"), {"a": app}).all()
+    assert killed
+    s.task.put_batch(batch(50, 50))
+    assert s.task.pre_commit({s.tp: 100}) == {s.tp: 100}
+    assert [r[0] for r in s.rows()] == list(range(100))
+    assert s.task.metrics["rows_columnar"] == 50  # the second batch went through the records

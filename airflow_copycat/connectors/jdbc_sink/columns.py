@@ -363,12 +363,23 @@ class ColumnWriter:
         return self._conn
 
     def _rollback(self) -> None:
+        """Roll back the ADBC connection's transaction; a connection that cannot (lost) is dropped, and
+        the next transaction opens a new one. (Not :meth:`close`: that drains, and :meth:`drain` rolls
+        back here while its failed transaction is still the one in flight.)"""
         if self._conn is None:
             return
         try:
             self._conn.rollback()
-        except Exception:  # noqa: BLE001 -- a broken connection: open a new one next time
-            self.close()
+        except Exception:  # noqa: BLE001 -- a broken connection
+            self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 -- closing a dead connection
+                pass
 
     def close(self) -> None:
         """Wait for a transaction still running (see :meth:`drain`; no fallback), then close."""
@@ -378,12 +389,7 @@ class ColumnWriter:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 -- closing a dead connection
-                pass
+        self._drop_connection()
 
 
 @dataclasses.dataclass
