@@ -168,7 +168,7 @@ class Writer:
             kind = error_kind(e)
             if kind == "fatal":
                 raise ConnectException(f"{rows[0].where}: writing {len(rows)} row(s) from there to table "
-                                       f"{rows[0].table} failed: {_short(e)}") from e
+                                       f"{rows[0].table} failed: {_driver_message(e)}") from e
             if kind != "record":
                 raise
             if len(rows) == 1:
@@ -282,6 +282,13 @@ class Writer:
         then wait for each other instead of deadlocking."""
         column_type = (self.tables.column_types(table) or {}).get(self.tables.fold(column))
         return ' COLLATE "C"' if isinstance(column_type, sa.String) and not isinstance(column_type, sa.Enum) else ""
+
+
+def _driver_message(e: BaseException, limit: int = 1000) -> str:
+    """The driver's whole message of ``e`` (PostgreSQL's ``DETAIL`` and ``HINT`` lines included), without
+    SQLAlchemy's statement and parameters (the rows' values)."""
+    text = str(getattr(e, "orig", None) or e).strip() or type(e).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _short(e: BaseException, limit: int = 300) -> str:
