@@ -752,3 +752,20 @@ def test_a_lost_connection_under_the_columns_transaction_is_written_through_the_
     assert s.task.pre_commit({s.tp: 100}) == {s.tp: 100}
     assert [r[0] for r in s.rows()] == list(range(100))
     assert s.task.metrics["rows_columnar"] == 50  # the second batch went through the records
+
+
+def test_a_timestamp_outside_the_years_1_to_9999_in_db_timezone_is_a_record_error(db, sink):
+    """Given db.timezone America/New_York and errors.tolerance=all, when a record's Timestamp is
+    0001-01-01T01:00Z (a common "minimum date", the year 0 in New York), then that record is reported
+    naming it and the field, and the others are written (before: a bare OverflowError failed the run,
+    every rerun the same)."""
+    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("ts", Timestamp.builder().build()).build()
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id", "db.timezone": "America/New_York"})
+    s.start()
+    s.task.context = Reporter(s.task.context.config, [s.tp])
+    utc = dt.timezone.utc
+    s.put([rec(i, {"id": i, "ts": dt.datetime(1, 1, 1, 1, tzinfo=utc) if i == 1 else dt.datetime(2020, 1, 1, tzinfo=utc)},
+               schema=value, sink=s) for i in range(3)])
+    assert [o for o, _ in s.task.context.reported] == [1]
+    assert f"topic {s.table} partition 0 offset 1: field ts: " in s.task.context.reported[0][1]
+    assert [r[0] for r in s.rows()] == [0, 2]

@@ -4,7 +4,8 @@
 It returns a :class:`Row` -- a write (insert, upsert or update) or, for a
 tombstone with ``delete.enabled``, a delete -- or ``None`` for a tombstone the
 sink skips. It raises :class:`RecordError` for a record the sink cannot write at
-all (no value schema, a key the primary key mode cannot use); the task hands
+all (no value schema, a key the primary key mode cannot use, a Timestamp whose
+local time in ``db.timezone`` falls outside the years 1 to 9999); the task hands
 such a record to the framework's error handling (fail, or dead-letter).
 
 Column values are what the database drivers take: ``Decimal``, ``date``,
@@ -105,7 +106,7 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
             raise RecordError(f"{where}: pk.fields {missing} are not fields of the value "
                               f"(fields: {_struct_fields(schema)})")
         key_columns = tuple(names)
-        key = tuple(_column_value(schema.field(n).schema, value.get(n), zone) for n in names)
+        key = tuple(_converted(schema.field(n).schema, value.get(n), zone, where, n) for n in names)
         if any(k is None for k in key):
             raise RecordError(f"{where}: a primary key field of the value is null")
         columns = [(n, schema.field(n).schema, True) for n in names]
@@ -119,7 +120,7 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
         v = get(name)
         if v is None and not field_schema.optional:  # a required field never put: its default, as Struct.get
             v = field_schema.default
-        values[name] = v if plain or v is None else _column_value(field_schema, v, zone)
+        values[name] = v if plain or v is None else _converted(field_schema, v, zone, where, name)
     return Row(table, record, key_columns, key, tuple(columns) + more, values)
 
 
@@ -172,7 +173,7 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: Zo
         if missing:
             raise RecordError(f"{where}: pk.fields {missing} are not fields of the key (fields: "
                               f"{_struct_fields(schema)})")
-        values = tuple(_column_value(schema.field(n).schema, key.get(n), zone) for n in names)
+        values = tuple(_converted(schema.field(n).schema, key.get(n), zone, where, n) for n in names)
         columns = tuple((n, schema.field(n).schema, True) for n in names)
         if any(v is None for v in values):
             raise RecordError(f"{where}: a primary key field of the key is null")
@@ -183,7 +184,18 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: Zo
         raise RecordError(f"{where}: the key is a primitive ({schema.type.value}): pk.fields must name exactly one "
                           "column for it")
     name = settings.pk_fields[0]
-    return (name,), (_column_value(schema, key, zone),), ((name, schema, True),)
+    return (name,), (_converted(schema, key, zone, where, name),), ((name, schema, True),)
+
+
+def _converted(schema: Schema, value: Any, zone: ZoneInfo | None, where: str, name: str) -> Any:
+    """:func:`_column_value`; raises :class:`RecordError` naming the record and the field for a value
+    the database's types cannot hold (a Timestamp whose local time in ``db.timezone`` falls outside the
+    years 1 to 9999)."""
+    try:
+        return _column_value(schema, value, zone)
+    except OverflowError:
+        raise RecordError(f"{where}: field {name}: {value} is outside the years 1 to 9999 as local time of "
+                          f"db.timezone {zone}") from None
 
 
 def _column_value(schema: Schema, value: Any, zone: ZoneInfo | None) -> Any:
