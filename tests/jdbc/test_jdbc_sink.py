@@ -769,3 +769,23 @@ def test_a_timestamp_outside_the_years_1_to_9999_in_db_timezone_is_a_record_erro
     assert [o for o, _ in s.task.context.reported] == [1]
     assert f"topic {s.table} partition 0 offset 1: field ts: " in s.task.context.reported[0][1]
     assert [r[0] for r in s.rows()] == [0, 2]
+
+
+def test_a_tombstone_before_its_table_exists_deletes_nothing_and_is_skipped(db, sink):
+    """Given auto.create and delete.enabled, when a put begins with a tombstone for a table that does
+    not exist yet (a compacted topic whose insert was compacted away) and a later record of it makes
+    the table, then the tombstone is skipped (counted), the rest is written, deletes after the table
+    exists delete, and the offsets pass them all (before: the run failed at the tombstone for good,
+    "a tombstone has no value schema to create it from", even with errors.tolerance=all)."""
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true"})
+    assert s.start() == {}
+    s.put([rec(0, key=k(7), sink=s, tombstone=True),
+           rec(1, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s),
+           rec(2, {"id": 2, "name": "b", "qty": 2}, key=k(2), sink=s),
+           rec(3, key=k(2), sink=s, tombstone=True)])
+    assert s.rows() == [(1, "a", 1)]
+    assert s.task.metrics["tombstones_skipped"] == 1
+    s.stop()
+    again = sink(table=s.table, name=s.raw["name"], **{"insert.mode": "upsert", "pk.mode": "record_key",
+                                                        "delete.enabled": "true", "auto.create": "true"})
+    assert again.start() == {s.tp: 4}

@@ -190,7 +190,8 @@ class ColumnWriter:
             return None
         if row is None:
             return None
-        task.tables.ensure(row)
+        if not task.tables.ensure(row):
+            return None  # a delete against a table that does not exist: the records skip it
         table, numeric = self._columns(batch, row, decoded[1], key_table, start, stop)
         if table is None or not self._fits(row, table, numeric):
             return None

@@ -74,7 +74,8 @@ class JdbcSinkTask(SinkTask):
     """Writes its partitions' records to tables (see the module docstring).
 
     ``metrics``: ``tables`` (per table: ``inserted``, ``updated``, ``upserted`` where
-    the database does not tell the two apart, ``deleted``), ``tombstones_skipped``,
+    the database does not tell the two apart, ``deleted``), ``tombstones_skipped`` (without
+    ``delete.enabled``, or for a table that does not exist),
     ``tables_created``, ``columns_added``, ``write_retries``, ``rows_columnar`` (records written
     through the columns of :mod:`.columns`), ``rows_copied_straight`` (upserted rows -- the last of each
     key in a consume round -- copied straight into their table because none of their keys was there,
@@ -86,6 +87,7 @@ class JdbcSinkTask(SinkTask):
         self.committed: dict[TopicPartition, int] = {}
         self._engine = None
         self.columns: ColumnWriter | None = None
+        self._tombstones_skipped = 0  # without delete.enabled
 
     def start(self, config: Mapping[str, Any]) -> None:
         values = JdbcSinkConnector.parse_config(dict(config), name=config.get("name"))
@@ -130,7 +132,7 @@ class JdbcSinkTask(SinkTask):
                 self.context.report_error(record, ConnectException(str(e)))
                 continue
             if row is None:
-                self.metrics["tombstones_skipped"] = self.metrics.get("tombstones_skipped", 0) + 1
+                self._tombstones_skipped += 1
                 continue
             rows.append(row)
         if not ends:
@@ -138,6 +140,9 @@ class JdbcSinkTask(SinkTask):
         moves = {tp: (self.committed.get(tp), end) for tp, end in ends.items()}
         self.writer.write(rows, moves)
         self.committed.update(ends)
+        skipped = self._tombstones_skipped + self.writer.deletes_skipped
+        if skipped:
+            self.metrics["tombstones_skipped"] = skipped
         self.metrics.update(tables=self.writer.counts, tables_created=len(self.tables.created),
                             columns_added=len(self.tables.added), write_retries=self.writer.retries)
 

@@ -7,6 +7,7 @@ its own on MySQL/MariaDB). It makes the table fit the row's columns or raises
 partition, offset, table and column, having changed nothing for that row:
 
 * a missing table: created with ``auto.create`` (primary key per ``pk.mode``), else an error;
+  a delete against it deletes nothing: :meth:`Tables.ensure` says so, and it is skipped;
 * a missing column: added with ``auto.evolve`` when the field is optional or has a
   default, else an error (a new required field without default cannot be added to a
   table with rows);
@@ -126,11 +127,14 @@ class Tables:
                                       "keys": [[self._fold(c) for c in pk]] + [[self._fold(c) for c in u] for u in uniques]}
         return self._known[table]
 
-    def ensure(self, row: Row) -> None:
-        """Make ``row.table`` fit ``row`` (see the module docstring)."""
+    def ensure(self, row: Row) -> bool:
+        """Make ``row.table`` fit ``row`` (see the module docstring); ``False`` for a delete against a
+        table that does not exist: it deletes nothing, and is not to be written."""
         signature = row.signature()
         if signature in self._checked:
-            return
+            return True
+        if row.delete and self._missing(row.table):
+            return False
         for name, _, _ in row.columns:
             if "%" in name or "%" in row.table:
                 raise ConnectException(f"{row.where}: table {row.table!r} / column {name!r}: names holding '%' "
@@ -152,14 +156,19 @@ class Tables:
                 raise
             self._fit(row, described)
         self._checked.add(signature)
+        return True
+
+    def _missing(self, table: str) -> bool:
+        """Whether ``table`` does not exist; asked of the database again when this task last saw it
+        missing (another writer may have made it since)."""
+        if self._known.get(table) is None:
+            self._known.pop(table, None)
+        return self._describe(table) is None
 
     def _create(self, row: Row) -> None:
         if not self.settings.auto_create:
             raise ConnectException(f"{row.where}: table {row.table} does not exist; create it or set "
                                    "auto.create=true")
-        if row.delete:
-            raise ConnectException(f"{row.where}: table {row.table} does not exist and a tombstone has no "
-                                   "value schema to create it from")
         d = self.dialect
         parts = [f"{d.ident(n)} {d.column_type(s, k)}{'' if (s.optional and not k) else ' NOT NULL'}"
                  for n, s, k in row.columns]

@@ -3,7 +3,8 @@
 :meth:`Writer.write` is called by the sink task with the rows of one ``put`` (in
 Kafka order) and the offset moves of their partitions. It
 
-1. fits the tables to the rows (:mod:`.tables`; DDL, before the transaction);
+1. fits the tables to the rows (:mod:`.tables`; DDL, before the transaction), in order;
+   a delete against a table that does not exist deletes nothing and is left out;
 2. cuts the rows into runs of one table, one kind (write or delete) and one set of
    columns, in order; in upsert and update modes a run keeps only the last row of
    each key (what applying them one by one would leave), in key order -- except
@@ -127,10 +128,12 @@ class Writer:
         self.zone = ZoneInfo(settings.db_timezone)
         self.counts: dict[str, dict[str, int]] = {}
         self.retries = 0
+        self.deletes_skipped = 0  # deletes against tables that do not exist (Tables.ensure)
 
     def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
-        for row in rows:
-            self.tables.ensure(row)
+        fitted = [row for row in rows if self.tables.ensure(row)]
+        self.deletes_skipped += len(rows) - len(fitted)
+        rows = fitted
         planned = runs(rows, dedupe=self.settings.insert_mode in ("upsert", "update"), identity=self._identities(),
                        sort_text=self.dialect.text_keys_exact)
         attempt = 0
