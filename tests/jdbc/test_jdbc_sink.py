@@ -789,3 +789,22 @@ def test_a_tombstone_before_its_table_exists_deletes_nothing_and_is_skipped(db, 
     again = sink(table=s.table, name=s.raw["name"], **{"insert.mode": "upsert", "pk.mode": "record_key",
                                                         "delete.enabled": "true", "auto.create": "true"})
     assert again.start() == {s.tp: 4}
+
+
+def test_a_string_default_is_one_literal_whatever_it_holds(db, sink):
+    """Given a table with rows and auto.evolve, when records bring new optional fields whose defaults
+    hold backslashes, quotes and percent signs -- one crafted to end the literal on MariaDB and drop
+    a column -- then each column is added with exactly that default (the existing row holds it) and
+    no other column changes (before: MariaDB read the backslashes as escapes: a mangled default, a
+    syntax error, or the crafted default's DROP COLUMN ran)."""
+    defaults = ["C:\\temp\\new", "ends with \\", "50% 'off'", "\\', DROP COLUMN important -- "]
+    base = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("important", Schema.STRING)
+    s = sink(**{"auto.create": "true", "auto.evolve": "true", "pk.mode": "record_value", "pk.fields": "id"})
+    s.start()
+    s.put([rec(0, {"id": 0, "important": "keep me"}, schema=base.build(), sink=s)])
+    schema = base
+    for i, default in enumerate(defaults, 1):
+        schema = schema.field(f"d{i}", SchemaBuilder.string().optional().default_value(default).build())
+        s.put([rec(i, {"id": i, "important": f"i{i}", **{f"d{j}": "given" for j in range(1, i + 1)}},
+                   schema=schema.build(), sink=s)])
+    assert s.rows()[0] == (0, "keep me", *defaults)

@@ -88,13 +88,17 @@ def _single_precision(column_type: sa.types.TypeEngine) -> bool:
     return isinstance(column_type, sa.types.Float) and type(column_type).__name__.upper() in ("REAL", "FLOAT")
 
 
-def _literal(value: Any) -> str | None:
+def _literal(value: Any, dialect: sa.Dialect) -> str | None:
+    """``value`` (a field's default) as an SQL literal of ``dialect``, or ``None`` for a value of no simple
+    literal. Text is rendered by SQLAlchemy's compiler of the dialect, which knows its escapes (MySQL and
+    MariaDB read ``\\`` in a literal as an escape unless ``NO_BACKSLASH_ESCAPES``): a default comes from a
+    record's schema, written by whoever produces to the topic, and must never end the literal."""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        return dialect.statement_compiler(dialect, None).render_literal_value(value, sa.String())
     return None
 
 
@@ -200,7 +204,7 @@ class Tables:
             if why:
                 raise ConnectException(f"{row.where}: table {row.table} column {name} {why}")
         for name, schema, key in missing:
-            default = _literal(schema.default) if schema.default is not None else None
+            default = _literal(schema.default, self.engine.dialect) if schema.default is not None else None
             if not self.settings.auto_evolve:
                 raise ConnectException(f"{row.where}: table {row.table} has no column {name}; add it or set "
                                        "auto.evolve=true")
@@ -211,7 +215,7 @@ class Tables:
                 raise ConnectException(f"{row.where}: table {row.table} column {name}: the field is required "
                                        "and has no default, so it cannot be added to a table that has rows")
         for name, schema, _ in missing:
-            default = _literal(schema.default) if schema.default is not None else None
+            default = _literal(schema.default, self.engine.dialect) if schema.default is not None else None
             ddl = d.add_column(row.table, name, d.column_type(schema, False), schema.optional, default)
             with self.engine.begin() as conn:
                 conn.exec_driver_sql(ddl)
