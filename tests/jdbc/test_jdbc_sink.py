@@ -808,3 +808,30 @@ def test_a_string_default_is_one_literal_whatever_it_holds(db, sink):
         s.put([rec(i, {"id": i, "important": f"i{i}", **{f"d{j}": "given" for j in range(1, i + 1)}},
                    schema=schema.build(), sink=s)])
     assert s.rows()[0] == (0, "keep me", *defaults)
+
+
+def test_without_quoting_only_plain_names_reach_the_sql(db, sink):
+    """Given quote.sql.identifiers=never and auto.create, when a record's schema has a field whose name
+    is SQL (``x INT); DROP TABLE victim; ...``), then the put fails before any statement, naming the
+    record and the name, and the other table is still there; plain names are written as before
+    (before: the CREATE TABLE ran the name's statements and dropped the other table)."""
+    q = "`" if db.kind == "mariadb" else '"'
+    victim = f"victim_{uuid.uuid4().hex[:8]}"
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {q}{victim}{q} (id INT)"))
+    try:
+        s = sink(**{"auto.create": "true", "quote.sql.identifiers": "never"})
+        s.start()
+        evil = f"x INT); DROP TABLE {victim}; CREATE TABLE zz_{victim} (y"
+        value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field(evil, Schema.INT32).build()
+        with pytest.raises(ConnectException) as e:
+            s.put([rec(0, {"id": 1, evil: 2}, schema=value, sink=s)])
+        assert f"topic {s.table} partition 0 offset 0" in str(e.value) and "not a plain identifier" in str(e.value)
+        assert sa.inspect(db.engine).has_table(victim)
+        plain = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("qty_2$", Schema.INT32).build()
+        s.put([rec(0, {"id": 1, "qty_2$": 2}, schema=plain, sink=s)])
+        assert s.rows() == [(1, 2)]
+    finally:
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}{victim}{q}"))
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}zz_{victim}{q}"))

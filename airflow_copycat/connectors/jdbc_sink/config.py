@@ -138,7 +138,8 @@ CONFIG_DEF = (
     .define("database.time_zone", ConfigType.STRING, None, validator=_zone, doc="Debezium's name of db.timezone.")
     .define(QUOTE_IDENTIFIERS, ConfigType.STRING, "always", validator=_quote,
             doc="always: table and column names are quoted (case and any character kept); never: written as "
-                "given, so the database folds their case.")
+                "given, so the database folds their case; a name that is not a plain identifier (letters, digits, _ "
+                "and $) then fails the run naming the record.")
     .define("quote.identifiers", ConfigType.STRING, None, validator=_quote,
             doc="Debezium's name of quote.sql.identifiers (true = always).")
     .define(MAX_RETRIES, ConfigType.INT, 10, validator=in_range(0, None),

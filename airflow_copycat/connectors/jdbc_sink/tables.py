@@ -23,6 +23,7 @@ up to date with what this task changed.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +36,9 @@ from .dialects import Dialect
 from .rows import Row
 
 log = logging.getLogger(__name__)
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+"""A name that means itself in SQL unquoted (on every database the sink writes)."""
 
 _INT_BITS = {Type.INT8: 8, Type.INT16: 16, Type.INT32: 32, Type.INT64: 64}
 
@@ -137,12 +141,9 @@ class Tables:
         signature = row.signature()
         if signature in self._checked:
             return True
+        self._check_names(row)
         if row.delete and self._missing(row.table):
             return False
-        for name, _, _ in row.columns:
-            if "%" in name or "%" in row.table:
-                raise ConnectException(f"{row.where}: table {row.table!r} / column {name!r}: names holding '%' "
-                                       "are not supported by the JDBC sink")
         try:
             described = self._describe(row.table)
             if described is None:
@@ -161,6 +162,20 @@ class Tables:
             self._fit(row, described)
         self._checked.add(signature)
         return True
+
+    def _check_names(self, row: Row) -> None:
+        """Refuse names the sink cannot put into its SQL: holding ``%`` (the drivers' placeholder), and,
+        with ``quote.sql.identifiers=never``, anything but a plain identifier (:data:`_PLAIN`; ``.``
+        between schema and table): written unquoted, a field name from a record's schema would be SQL."""
+        for kind, name in [("table", part) for part in row.table.split(".")] + [("column", n) for n, _, _ in row.columns]:
+            if "%" in name:
+                raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r}: names holding '%' "
+                                       "are not supported by the JDBC sink")
+            if not self.dialect.quote and not _PLAIN.fullmatch(name):
+                raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r} is not a plain "
+                                       "identifier (letters, digits, _ and $, not first a digit or $), which "
+                                       "quote.sql.identifiers=never would write into the SQL as it is: quote "
+                                       "identifiers, or rename it with a transform")
 
     def _missing(self, table: str) -> bool:
         """Whether ``table`` does not exist; asked of the database again when this task last saw it
