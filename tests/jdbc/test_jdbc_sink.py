@@ -835,3 +835,48 @@ def test_without_quoting_only_plain_names_reach_the_sql(db, sink):
         with db.engine.begin() as conn:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}{victim}{q}"))
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}zz_{victim}{q}"))
+
+
+@pytest.mark.parametrize("db", ["mariadb"], indirect=True)
+def test_mariadb_lock_wait_timeouts_and_deadlocks_are_retried(db, sink):
+    """Given MariaDB and max.retries, when the sink's write (1) waits longer than
+    innodb_lock_wait_timeout for the offsets row another session holds (1205, SQLSTATE HY000) and
+    (2) is chosen as a deadlock's victim (1213: InnoDB rolls the whole transaction back, so the
+    savepoint's rollback fails with 1305), then the transaction is retried and written (before: both
+    failed the run at once)."""
+    import threading
+    import time
+
+    url = sa.engine.make_url(db.url).update_query_dict({"init_command": "SET innodb_lock_wait_timeout=1"})
+    s = sink(**{"connection.url": url.render_as_string(hide_password=False), "insert.mode": "upsert",
+                "pk.mode": "record_value", "pk.fields": "id", "max.retries": "5", "retry.backoff.ms": "500"})
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE `{s.table}` (id BIGINT PRIMARY KEY, name TEXT, qty INT)"))
+        conn.execute(sa.text(f"INSERT INTO `{s.table}` VALUES " + ",".join(f"({i}, 'x', 0)" for i in range(1, 2001))))
+    s.start()
+    s.put([rec(0, {"id": 5000, "name": "warm-up", "qty": 0}, sink=s)])  # the offsets row exists
+
+    def hold_offsets():
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("SELECT * FROM copycat_sink_offsets WHERE connector = :c FOR UPDATE"),
+                         {"c": s.raw["name"]})
+            time.sleep(2.5)
+
+    def deadlock():
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(f"UPDATE `{s.table}` SET name = 'heavy' WHERE id >= 100"))  # a costly victim
+            conn.execute(sa.text(f"UPDATE `{s.table}` SET name = 'other' WHERE id = 2"))
+            time.sleep(0.8)  # the sink has locked id 1 and waits for id 2
+            conn.execute(sa.text(f"UPDATE `{s.table}` SET name = 'other' WHERE id = 1"))
+
+    for n, (other, ids) in enumerate([(hold_offsets, [1]), (deadlock, [1, 2])]):
+        thread = threading.Thread(target=other)
+        thread.start()
+        time.sleep(0.3)
+        retried = s.task.writer.retries
+        s.put([rec(1 + 2 * n + i, {"id": i, "name": "sink", "qty": n}, sink=s) for i in ids])
+        thread.join()
+        assert s.task.writer.retries > retried, other.__name__
+        with db.engine.connect() as conn:
+            got = conn.execute(sa.text(f"SELECT id, name, qty FROM `{s.table}` WHERE id IN (1, 2) ORDER BY id")).all()
+        assert [tuple(r) for r in got if r[0] in ids] == [(i, "sink", n) for i in ids], other.__name__

@@ -56,6 +56,11 @@ statement), system errors."""
 _PASSING_STATES = ("55P03", "55006")  # lock not available, object in use
 
 
+_MYSQL_PASSING = {1205, 1213, 1317, 1927, 1040, 1053, 2006, 2013}
+"""MySQL/MariaDB error numbers of failures that may pass, which they report with SQLSTATE HY000 or 70100:
+lock wait timeout, deadlock, query interrupted, connection killed, too many connections, server
+shutdown, server gone away, connection lost."""
+
 _RECORD_CLASSES = ("22", "23")
 """SQLSTATE classes of a row's refusal: data exception (a value out of range, of the wrong form) and
 integrity constraint violation (a key, a CHECK, a foreign key)."""
@@ -68,11 +73,16 @@ def error_kind(e: BaseException) -> str:
     the record's. Then the DB-API exception class (PEP 249 names, whatever the driver): an
     ``OperationalError`` that carries a SQLSTATE may pass only in the classes that say so: drivers put
     refusals of the statement itself there too (``ON CONFLICT`` on a deferrable key: 55000), which no
-    retry mends."""
+    retry mends. MySQL's and MariaDB's that may pass are known by their number (:data:`_MYSQL_PASSING`).
+    A failure to roll back to a savepoint after a statement is judged by the statement's error
+    (:func:`_statement_error`)."""
+    e = _statement_error(e)
     orig = getattr(e, "orig", None) or e
     state = str(getattr(orig, "sqlstate", None) or "")
     if state[:2] in _RECORD_CLASSES:
         return "record"
+    if _mysql_errno(orig) in _MYSQL_PASSING:
+        return "retry"
     names = {c.__name__ for c in type(orig).__mro__}
     if names & {"IntegrityError", "DataError"}:
         return "record"
@@ -83,6 +93,30 @@ def error_kind(e: BaseException) -> str:
             return "fatal"
         return "retry"
     return "fatal"
+
+
+def _statement_error(e: BaseException) -> BaseException:
+    """The statement's error when ``e`` is the failure to roll back to the savepoint taken before it:
+    InnoDB rolls the whole transaction back on a deadlock (and a lock wait timeout with
+    ``innodb_rollback_on_timeout``), so the savepoint is gone (1305) and that error hides the one that
+    may pass. Else ``e``."""
+    def rollback_to_savepoint(error: BaseException) -> bool:
+        return str(getattr(error, "statement", None) or "").upper().startswith("ROLLBACK TO SAVEPOINT")
+
+    if not rollback_to_savepoint(e):
+        return e
+    earlier = e.__context__  # (the driver's error of the rollback, then the statement's)
+    while earlier is not None and not (isinstance(earlier, sa.exc.DBAPIError) and not rollback_to_savepoint(earlier)):
+        earlier = earlier.__context__
+    return earlier or e
+
+
+def _mysql_errno(orig: BaseException) -> int | None:
+    """The error number of a MySQL/MariaDB driver's exception (PyMySQL, mysqlclient: ``args[0]``)."""
+    if type(orig).__module__.split(".")[0] not in ("pymysql", "MySQLdb"):
+        return None
+    args = getattr(orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
 
 
 def runs(rows: Sequence[Row], dedupe: bool, identity: Callable[[Row], tuple] | None = None,
@@ -149,12 +183,13 @@ class Writer:
                 if error_kind(e) != "retry" or attempt >= self.settings.max_retries:
                     if error_kind(e) == "retry":
                         raise ConnectException(f"writing to {_safe_url(self.engine)} failed {attempt + 1} time(s), the last: "
-                                               f"{_short(e)}") from e
+                                               f"{_short(_statement_error(e))}") from e
                     raise
                 attempt += 1
                 self.retries += 1
-                log.warning("writing to %s failed (%s); retry %d of %d in %d ms", _safe_url(self.engine), _short(e), attempt,
-                            self.settings.max_retries, self.settings.retry_backoff_ms)
+                log.warning("writing to %s failed (%s); retry %d of %d in %d ms", _safe_url(self.engine),
+                            _short(_statement_error(e)), attempt, self.settings.max_retries,
+                            self.settings.retry_backoff_ms)
                 time.sleep(self.settings.retry_backoff_ms / 1000.0)
                 continue
             for table, c in counts.items():
@@ -171,7 +206,7 @@ class Writer:
             kind = error_kind(e)
             if kind == "fatal":
                 raise ConnectException(f"{rows[0].where}: writing {len(rows)} row(s) from there to table "
-                                       f"{rows[0].table} failed: {_driver_message(e)}") from e
+                                       f"{rows[0].table} failed: {_driver_message(_statement_error(e))}") from e
             if kind != "record":
                 raise
             if len(rows) == 1:
