@@ -880,3 +880,28 @@ def test_mariadb_lock_wait_timeouts_and_deadlocks_are_retried(db, sink):
         with db.engine.connect() as conn:
             got = conn.execute(sa.text(f"SELECT id, name, qty FROM `{s.table}` WHERE id IN (1, 2) ORDER BY id")).all()
         assert [tuple(r) for r in got if r[0] in ids] == [(i, "sink", n) for i in ids], other.__name__
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_a_row_a_trigger_refuses_is_a_record_error(db, sink):
+    """Given errors.tolerance=all and a BEFORE INSERT trigger that raises for one row (PL/pgSQL RAISE
+    EXCEPTION, SQLSTATE P0001, which psycopg raises as InternalError), when four records are put, then
+    that record is reported and the others are written (before: the run failed whole)."""
+    s = sink(**{"pk.mode": "record_value", "pk.fields": "id", "copycat.batch.enabled": "false"})
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE TABLE "{s.table}" (id BIGINT PRIMARY KEY, name TEXT, qty INTEGER)'))
+        conn.execute(sa.text(f'CREATE FUNCTION "{s.table}_f"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
+                             f"IF NEW.name = 'bad' THEN RAISE EXCEPTION 'refused by policy'; END IF; RETURN NEW; END $$"))
+        conn.execute(sa.text(f'CREATE TRIGGER "{s.table}_t" BEFORE INSERT ON "{s.table}" FOR EACH ROW '
+                             f'EXECUTE FUNCTION "{s.table}_f"()'))
+    try:
+        s.start()
+        s.task.context = Reporter(s.task.context.config, [s.tp])
+        s.put([rec(i, {"id": i, "name": "bad" if i == 2 else "ok", "qty": i}, sink=s) for i in range(4)])
+        assert [o for o, _ in s.task.context.reported] == [2]
+        assert "refused by policy" in s.task.context.reported[0][1]
+        assert [r[0] for r in s.rows()] == [0, 1, 3]
+    finally:
+        s.drop()
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(f'DROP FUNCTION IF EXISTS "{s.table}_f"()'))

@@ -64,22 +64,23 @@ shutdown, server gone away, connection lost."""
 _RECORD_CLASSES = ("22", "23")
 """SQLSTATE classes of a row's refusal: data exception (a value out of range, of the wrong form) and
 integrity constraint violation (a key, a CHECK, a foreign key)."""
+_RECORD_STATES = ("P0001",)  # PL/pgSQL RAISE EXCEPTION: a trigger refusing the row
 
 
 def error_kind(e: BaseException) -> str:
     """``record`` (the database refused a row's values), ``retry`` (may pass), or ``fatal``. The SQLSTATE
     decides first, whatever the DB-API class: PyMySQL raises ``OperationalError`` for most server errors
     (a failed CHECK: 23000, an impossible datetime: 22007), so its classes of :data:`_RECORD_CLASSES` are
-    the record's. Then the DB-API exception class (PEP 249 names, whatever the driver): an
-    ``OperationalError`` that carries a SQLSTATE may pass only in the classes that say so: drivers put
-    refusals of the statement itself there too (``ON CONFLICT`` on a deferrable key: 55000), which no
-    retry mends. MySQL's and MariaDB's that may pass are known by their number (:data:`_MYSQL_PASSING`).
-    A failure to roll back to a savepoint after a statement is judged by the statement's error
-    (:func:`_statement_error`)."""
+    the record's; so is a trigger's ``RAISE EXCEPTION`` (P0001; psycopg: ``InternalError``). Then the
+    DB-API exception class (PEP 249 names, whatever the driver): an ``OperationalError`` that carries a
+    SQLSTATE may pass only in the classes that say so: drivers put refusals of the statement itself there
+    too (``ON CONFLICT`` on a deferrable key: 55000), which no retry mends. MySQL's and MariaDB's that
+    may pass are known by their number (:data:`_MYSQL_PASSING`). A failure to roll back to a savepoint
+    after a statement is judged by the statement's error (:func:`_statement_error`)."""
     e = _statement_error(e)
     orig = getattr(e, "orig", None) or e
     state = str(getattr(orig, "sqlstate", None) or "")
-    if state[:2] in _RECORD_CLASSES:
+    if state[:2] in _RECORD_CLASSES or state in _RECORD_STATES:
         return "record"
     if _mysql_errno(orig) in _MYSQL_PASSING:
         return "retry"
