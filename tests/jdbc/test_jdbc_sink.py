@@ -905,3 +905,18 @@ def test_a_row_a_trigger_refuses_is_a_record_error(db, sink):
         s.drop()
         with db.engine.begin() as conn:
             conn.execute(sa.text(f'DROP FUNCTION IF EXISTS "{s.table}_f"()'))
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_a_nan_into_sqlite_is_a_record_error_not_a_null(db, sink):
+    """Given errors.tolerance=all, when records with NaN, Infinity and NULL floats go to SQLite, then the
+    NaN record is reported naming its column and the others are written as given (before: SQLite stored
+    the bound NaN as NULL without a word)."""
+    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("f", Schema.OPTIONAL_FLOAT64).build()
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id"})
+    s.start()
+    s.task.context = Reporter(s.task.context.config, [s.tp])
+    floats = [float("nan"), float("inf"), -float("inf"), None]
+    s.put([rec(i, {"id": i, "f": f}, schema=value, sink=s) for i, f in enumerate(floats)])
+    assert [o for o, _ in s.task.context.reported] == [0] and "column f is nan" in s.task.context.reported[0][1]
+    assert s.rows() == [(1, float("inf")), (2, -float("inf")), (3, None)]

@@ -248,6 +248,12 @@ class Sqlite(Dialect):
     def adapt(self, values: tuple) -> tuple:
         return tuple(_sqlite_value(v) for v in values)
 
+    def unwritable(self, values: Mapping[str, Any]) -> str | None:
+        for name, v in values.items():
+            if isinstance(v, float) and math.isnan(v):
+                return f"column {name} is nan: SQLite would store NULL (it holds no NaN)"
+        return None
+
     def primitive(self, t: Type, key: bool) -> str:
         return {Type.INT8: "INTEGER", Type.INT16: "INTEGER", Type.INT32: "INTEGER", Type.INT64: "INTEGER",
                 Type.FLOAT32: "REAL", Type.FLOAT64: "REAL", Type.BOOLEAN: "BOOLEAN", Type.STRING: "TEXT",
