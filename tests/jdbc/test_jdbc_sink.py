@@ -920,3 +920,19 @@ def test_a_nan_into_sqlite_is_a_record_error_not_a_null(db, sink):
     s.put([rec(i, {"id": i, "f": f}, schema=value, sink=s) for i, f in enumerate(floats)])
     assert [o for o, _ in s.task.context.reported] == [0] and "column f is nan" in s.task.context.reported[0][1]
     assert s.rows() == [(1, float("inf")), (2, -float("inf")), (3, None)]
+
+
+def test_update_mode_with_only_key_columns_changes_nothing_and_does_not_fail(db, sink):
+    """Given a table whose primary key is every column the records have (pk.mode=record_value without
+    pk.fields), when insert.mode=update writes records, then nothing changes and the offsets move (an
+    update of only key columns sets nothing; before: ``UPDATE ... SET  WHERE``, a syntax error)."""
+    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("code", Schema.STRING).build()
+    s = sink(**{"insert.mode": "update", "pk.mode": "record_value"})
+    q = "`" if db.kind == "mariadb" else '"'
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id BIGINT NOT NULL, code VARCHAR(20) NOT NULL, "
+                             "PRIMARY KEY (id, code))"))
+        conn.execute(sa.text(f"INSERT INTO {q}{s.table}{q} VALUES (1, 'a')"))
+    s.start()
+    assert s.put([rec(i, {"id": i, "code": "a"}, schema=value, sink=s) for i in range(3)]) == {s.tp: 3}
+    assert s.rows() == [(1, "a")]

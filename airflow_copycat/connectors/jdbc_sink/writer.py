@@ -272,6 +272,8 @@ class Writer:
         mode = self.settings.insert_mode
         if mode == "update":
             rest = [col for col in columns if col not in first.key_columns]
+            if not rest:
+                return  # every column is a key column: an update of such a row changes nothing
             bind = self._binder(first.table, rest + list(first.key_columns))
             n = conn.exec_driver_sql(d.update(first.table, columns, first.key_columns),
                                      [bind(params(r, rest) + r.key) for r in rows]).rowcount
