@@ -936,3 +936,29 @@ def test_update_mode_with_only_key_columns_changes_nothing_and_does_not_fail(db,
     s.start()
     assert s.put([rec(i, {"id": i, "code": "a"}, schema=value, sink=s) for i in range(3)]) == {s.tp: 3}
     assert s.rows() == [(1, "a")]
+
+
+def test_debeziums_current_time_zone_and_table_keys_apply_and_unsupported_ones_are_refused(db, sink):
+    """Given Debezium's current keys use.time.zone and collection.name.format, when a Timestamp is
+    written, then it lands in the named table as local time of that zone (before: both keys were
+    ignored without a word: UTC, a table named after the topic); Debezium keys the sink does not
+    implement are config problems."""
+    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("ts", Timestamp.builder().build()).build()
+    target = f"t_{uuid.uuid4().hex[:8]}"
+    s = sink(**{"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector", "schema.evolution": "basic",
+                "primary.key.mode": "record_value", "primary.key.fields": "id", "use.time.zone": "Europe/Berlin",
+                "collection.name.format": target})
+    s.start()
+    s.put([rec(0, {"id": 1, "ts": dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.timezone.utc)}, schema=value, sink=s)])
+    written = Sink(db, target)
+    try:
+        (row,) = written.rows()
+        local = row[1] if isinstance(row[1], dt.datetime) else dt.datetime.fromisoformat(str(row[1]))
+        assert local.replace(tzinfo=None) == dt.datetime(2026, 7, 1, 14, 0)
+        assert not sa.inspect(db.engine).has_table(s.table)
+    finally:
+        written.drop()
+    for key, value in (("truncate.enabled", "true"), ("collection.naming.strategy", "x.Y")):
+        with pytest.raises(ConfigException) as e:
+            JdbcSinkConnector.parse_config({"connection.url": db.url, "topics": "t", key: value})
+        assert key in str(e.value) and "not supported" in str(e.value)

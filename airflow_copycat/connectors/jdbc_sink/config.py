@@ -13,10 +13,14 @@ Debezium                       Confluent (what the sink uses)
 ``primary.key.fields``         ``pk.fields``
 ``schema.evolution=basic``     ``auto.create=true`` + ``auto.evolve=true``
 ``database.time_zone``         ``db.timezone``
+``use.time.zone``              ``db.timezone``
+``collection.name.format``     ``table.name.format``
 ``quote.identifiers``          ``quote.sql.identifiers`` (true = always)
 =============================  ===========================================
 
-Giving both names of one setting with different values is a config problem.
+Giving both names of one setting with different values is a config problem, and so is
+a Debezium key that would change what is written and that the sink does not implement
+(:data:`DEBEZIUM_UNSUPPORTED`).
 
 Debezium's ``field.include.list`` / ``field.exclude.list`` are not ``fields.whitelist``:
 each entry is a regular expression matched against the whole of ``<topic>:<field>``
@@ -63,8 +67,13 @@ DEBEZIUM_KEYS = {
     "primary.key.mode": PK_MODE,
     "primary.key.fields": PK_FIELDS,
     "database.time_zone": DB_TIMEZONE,
+    "use.time.zone": DB_TIMEZONE,
+    "collection.name.format": TABLE_NAME_FORMAT,
     "quote.identifiers": QUOTE_IDENTIFIERS,
 }
+DEBEZIUM_UNSUPPORTED = ("truncate.enabled", "collection.naming.strategy", "column.naming.strategy")
+"""Debezium keys that would change what is written and that this sink does not implement: a config
+problem when given (``truncate.enabled`` only when true), rather than silently ignored."""
 FIELD_INCLUDE_LIST = "field.include.list"
 FIELD_EXCLUDE_LIST = "field.exclude.list"
 SCHEMA_EVOLUTION = "schema.evolution"
@@ -123,6 +132,8 @@ CONFIG_DEF = (
     .define(TABLE_NAME_FORMAT, ConfigType.STRING, "${topic}",
             doc="The table of a topic's records; ${topic} is replaced by the topic name (dots stay in the name: "
                 "use a RegexRouter transform for other names). schema.table names a schema.")
+    .define("collection.name.format", ConfigType.STRING, None,
+            doc="Debezium's name of table.name.format (${topic} as there).")
     .define(FIELDS_WHITELIST, ConfigType.LIST, [],
             doc="The value fields written (all when empty); primary key columns are always written.")
     .define(FIELD_INCLUDE_LIST, ConfigType.LIST, None, validator=_regexes,
@@ -136,6 +147,8 @@ CONFIG_DEF = (
     .define(DB_TIMEZONE, ConfigType.STRING, "UTC", validator=_zone,
             doc="Timestamps are written as local time of this zone into columns without a time zone.")
     .define("database.time_zone", ConfigType.STRING, None, validator=_zone, doc="Debezium's name of db.timezone.")
+    .define("use.time.zone", ConfigType.STRING, None, validator=_zone,
+            doc="Debezium's current name of db.timezone.")
     .define(QUOTE_IDENTIFIERS, ConfigType.STRING, "always", validator=_quote,
             doc="always: table and column names are quoted (case and any character kept); never: written as "
                 "given, so the database folds their case; a name that is not a plain identifier (letters, digits, _ "
@@ -240,6 +253,11 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
         problems.append(ConfigProblem(PK_FIELDS, pk_fields, "pk.mode=kafka takes three column names (topic, "
                                       "partition, offset) or none for __connect_topic, __connect_partition, "
                                       "__connect_offset"))
+    for key in DEBEZIUM_UNSUPPORTED:
+        given = c.get(key)
+        if given not in (None, "") and (key != "truncate.enabled" or str(given).lower() == "true"):
+            problems.append(ConfigProblem(key, given, "is Debezium's and not supported by this sink (it would "
+                                          "change what is written): remove it"))
     selections = [k for k in (FIELDS_WHITELIST, FIELD_INCLUDE_LIST, FIELD_EXCLUDE_LIST) if c.get(k)]
     if len(selections) > 1:
         problems.append(ConfigProblem(selections[1], c.get(selections[1]), f"and {selections[0]} both choose the "
