@@ -962,3 +962,20 @@ def test_debeziums_current_time_zone_and_table_keys_apply_and_unsupported_ones_a
         with pytest.raises(ConfigException) as e:
             JdbcSinkConnector.parse_config({"connection.url": db.url, "topics": "t", key: value})
         assert key in str(e.value) and "not supported" in str(e.value)
+
+
+def test_a_unique_index_is_a_key_for_upserts_and_deletes(db, sink):
+    """Given a table whose key is a UNIQUE INDEX rather than a constraint (which ON CONFLICT and ON
+    DUPLICATE KEY take), when records are upserted and deleted by that key, then they are written
+    (before: on PostgreSQL and SQLite the table was refused as having no key)."""
+    s = sink(**{"insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true"})
+    q = "`" if db.kind == "mariadb" else '"'
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id BIGINT NOT NULL, name TEXT, qty INTEGER)"))
+        conn.execute(sa.text(f"CREATE UNIQUE INDEX {q}{s.table}_id{q} ON {q}{s.table}{q} (id)"))
+    s.start()
+    s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s),
+           rec(1, {"id": 1, "name": "b", "qty": 2}, key=k(1), sink=s),
+           rec(2, {"id": 2, "name": "c", "qty": 3}, key=k(2), sink=s)])
+    s.put([rec(3, {"id": 2, "name": "d", "qty": 4}, key=k(2), sink=s), rec(4, key=k(1), sink=s, tombstone=True)])
+    assert s.rows() == [(2, "d", 4)]

@@ -106,6 +106,15 @@ def _literal(value: Any, dialect: sa.Dialect) -> str | None:
     return None
 
 
+def _unique_indexes(indexes: list[dict]) -> list[list[str]]:
+    """The columns of each unique index that can be an upsert's conflict target as a key: on columns
+    only (no expression) and not partial (PostgreSQL's ``CREATE UNIQUE INDEX`` without a constraint)."""
+    return [list(i["column_names"]) for i in indexes
+            if i.get("unique") and i.get("column_names") and None not in i["column_names"]
+            and not (i.get("dialect_options") or {}).get("postgresql_where")
+            and not (i.get("dialect_options") or {}).get("sqlite_where")]
+
+
 class Tables:
     """What the task knows of its tables; see the module docstring."""
 
@@ -131,6 +140,7 @@ class Tables:
                 cols = inspector.get_columns(name, schema=schema or None)
                 pk = inspector.get_pk_constraint(name, schema=schema or None).get("constrained_columns") or []
                 uniques = [u.get("column_names") or [] for u in inspector.get_unique_constraints(name, schema=schema or None)]
+                uniques += _unique_indexes(inspector.get_indexes(name, schema=schema or None))
                 self._known[table] = {"columns": {self._fold(c["name"]): c["type"] for c in cols},
                                       "keys": [[self._fold(c) for c in pk]] + [[self._fold(c) for c in u] for u in uniques]}
         return self._known[table]
