@@ -979,3 +979,34 @@ def test_a_unique_index_is_a_key_for_upserts_and_deletes(db, sink):
            rec(2, {"id": 2, "name": "c", "qty": 3}, key=k(2), sink=s)])
     s.put([rec(3, {"id": 2, "name": "d", "qty": 4}, key=k(2), sink=s), rec(4, key=k(1), sink=s, tombstone=True)])
     assert s.rows() == [(2, "d", 4)]
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_a_refused_record_is_reported_once_when_its_transaction_is_retried(db, sink):
+    """Given errors.tolerance=all and a put whose transaction is retried (the offsets row is held by
+    another session past lock_timeout the first time), when one of its records is refused, then it is
+    reported once, not once per attempt (before: the dead-letter queue got it twice)."""
+    import threading
+    import time
+
+    url = sa.engine.make_url(db.url).update_query_dict({"options": "-c lock_timeout=500"})
+    s = sink(**{"connection.url": url.render_as_string(hide_password=False), "pk.mode": "record_value",
+                "pk.fields": "id", "auto.create": "true", "retry.backoff.ms": "1500", "copycat.batch.enabled": "false"})
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "a", "qty": 0}, sink=s)])
+    s.task.context = Reporter(s.task.context.config, [s.tp])
+
+    def hold_offsets():
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("SELECT * FROM copycat_sink_offsets WHERE connector = :c FOR UPDATE"),
+                         {"c": s.raw["name"]})
+            time.sleep(1.0)
+
+    thread = threading.Thread(target=hold_offsets)
+    thread.start()
+    time.sleep(0.2)
+    s.put([rec(i, {"id": 0 if i == 2 else i, "name": "b", "qty": i}, sink=s) for i in (1, 2, 3)])
+    thread.join()
+    assert s.task.writer.retries >= 1
+    assert [o for o, _ in s.task.context.reported] == [2]
+    assert [r[0] for r in s.rows()] == [0, 1, 3]

@@ -17,7 +17,8 @@ Kafka order) and the offset moves of their partitions. It
 
 A statement the database refuses because of a row (a constraint, a value too long,
 a value of the wrong type: :func:`error_kind`) is rolled back to its savepoint and
-cut in halves until the refused rows are found; each is handed to ``report(record, error)`` -- the
+cut in halves until the refused rows are found; each is handed to ``report(record, error)`` once
+per write, however often its transaction is retried -- the
 framework's errant-record reporter, which dead-letters it with tolerance or
 raises, failing the run with nothing of the transaction committed. A failure that
 may pass (connection lost, deadlock, serialization failure, database locked)
@@ -163,9 +164,11 @@ class Writer:
         self.zone = ZoneInfo(settings.db_timezone)
         self.counts: dict[str, dict[str, int]] = {}
         self.retries = 0
+        self._reported: set[tuple] = set()  # records reported by the current write (a retry finds them again)
         self.deletes_skipped = 0  # deletes against tables that do not exist (Tables.ensure)
 
     def write(self, rows: Sequence[Row], moves: Mapping[tuple[str, int], tuple[int | None, int]]) -> None:
+        self._reported = set()
         fitted = [row for row in rows if self.tables.ensure(row)]
         self.deletes_skipped += len(rows) - len(fitted)
         rows = fitted
@@ -211,11 +214,19 @@ class Writer:
             if kind != "record":
                 raise
             if len(rows) == 1:
-                self.report(rows[0].record, ConnectException(f"table {rows[0].table}: {_short(e)}"))
+                self._report_once(rows[0], e)
                 return
             half = len(rows) // 2
             self._bisect(conn, rows[:half], counts)
             self._bisect(conn, rows[half:], counts)
+
+    def _report_once(self, row: Row, e: BaseException) -> None:
+        """Hand ``row``'s record to ``report`` unless an earlier attempt of this :meth:`write` did: a retried
+        transaction refuses it again, and the dead-letter queue must get it once."""
+        where = tuple(row.record.read_from)
+        if where not in self._reported:
+            self._reported.add(where)
+            self.report(row.record, ConnectException(f"table {row.table}: {_short(e)}"))
 
     def _instant_positions(self, table: str, columns: Sequence[str]) -> list[int]:
         """Positions of ``columns`` whose column of ``table`` holds instants (:meth:`Dialect.holds_instants`)."""
