@@ -1010,3 +1010,18 @@ def test_a_refused_record_is_reported_once_when_its_transaction_is_retried(db, s
     assert s.task.writer.retries >= 1
     assert [o for o, _ in s.task.context.reported] == [2]
     assert [r[0] for r in s.rows()] == [0, 1, 3]
+
+
+def test_a_null_inside_a_struct_column_stays_null_as_at_the_top_level(db, sink):
+    """Given an optional field with a default, at the top level and inside a struct written as JSON, when
+    both are null, then both are written as null (before: the nested one was written as its default,
+    through Struct.get, while the top-level one stayed NULL)."""
+    colour = SchemaBuilder.string().optional().default_value("red").build()
+    inner = SchemaBuilder.struct().name("Inner").field("color", colour).optional().build()
+    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("color", colour).field("inner", inner).build()
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id"})
+    s.start()
+    s.put([rec(0, {"id": 1, "color": None, "inner": Struct(inner, {"color": None})}, schema=value, sink=s)])
+    ((_, top, nested),) = s.rows()
+    assert top is None
+    assert (nested if isinstance(nested, dict) else __import__("json").loads(nested)) == {"color": None}

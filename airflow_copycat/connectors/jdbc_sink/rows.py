@@ -217,7 +217,7 @@ def _column_value(schema: Schema, value: Any, zone: ZoneInfo | None) -> Any:
 
 def _jsonable(v: Any) -> Any:
     if isinstance(v, Struct):
-        return {f.name: _jsonable(v.get(f.name)) for f in v.schema.fields}
+        return {f.name: _jsonable(_put_or_required_default(v, f)) for f in v.schema.fields}
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -229,6 +229,13 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (dt.datetime, dt.date, dt.time)):
         return v.isoformat()
     return v
+
+
+def _put_or_required_default(struct: Struct, field) -> Any:
+    """The value put for ``field`` of ``struct``, as :func:`row_of` takes a column's: a null stays null
+    (``Struct.get`` would give an optional field's default); a required field never put gets its default."""
+    v = struct.get_without_default(field.name)
+    return field.schema.default if v is None and not field.schema.optional else v
 
 
 def params(row: Row, columns: Sequence[str]) -> tuple:
