@@ -1025,3 +1025,19 @@ def test_a_null_inside_a_struct_column_stays_null_as_at_the_top_level(db, sink):
     ((_, top, nested),) = s.rows()
     assert top is None
     assert (nested if isinstance(nested, dict) else __import__("json").loads(nested)) == {"color": None}
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_sqlite_failures_that_cannot_pass_are_not_retried(db, sink):
+    """Given SQLite and max.retries, when a write fails for a reason no retry mends (a column someone
+    dropped after the task read the table), then the run fails at once naming the table and the record
+    (before: every sqlite3.OperationalError was retried, max.retries x retry.backoff.ms late)."""
+    s = sink(**{"auto.create": "true", "max.retries": "3", "retry.backoff.ms": "1000"})
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "a", "qty": 0}, sink=s)])
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f'ALTER TABLE "{s.table}" DROP COLUMN qty'))
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(1, {"id": 1, "name": "b", "qty": 1}, sink=s)])
+    assert f"topic {s.table} partition 0 offset 1" in str(e.value) and "qty" in str(e.value)
+    assert s.task.writer.retries == 0

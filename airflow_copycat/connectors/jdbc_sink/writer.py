@@ -62,6 +62,10 @@ _MYSQL_PASSING = {1205, 1213, 1317, 1927, 1040, 1053, 2006, 2013}
 lock wait timeout, deadlock, query interrupted, connection killed, too many connections, server
 shutdown, server gone away, connection lost."""
 
+_SQLITE_PASSING = (5, 6)
+"""SQLite's primary result codes of failures that may pass: SQLITE_BUSY, SQLITE_LOCKED (the database is
+locked by another writer). Its other operational errors (a missing column) cannot."""
+
 _RECORD_CLASSES = ("22", "23")
 """SQLSTATE classes of a row's refusal: data exception (a value out of range, of the wrong form) and
 integrity constraint violation (a key, a CHECK, a foreign key)."""
@@ -76,8 +80,9 @@ def error_kind(e: BaseException) -> str:
     DB-API exception class (PEP 249 names, whatever the driver): an ``OperationalError`` that carries a
     SQLSTATE may pass only in the classes that say so: drivers put refusals of the statement itself there
     too (``ON CONFLICT`` on a deferrable key: 55000), which no retry mends. MySQL's and MariaDB's that
-    may pass are known by their number (:data:`_MYSQL_PASSING`). A failure to roll back to a savepoint
-    after a statement is judged by the statement's error (:func:`_statement_error`)."""
+    may pass are known by their number (:data:`_MYSQL_PASSING`), SQLite's by their result code
+    (:data:`_SQLITE_PASSING`). A failure to roll back to a savepoint after a statement is judged by the
+    statement's error (:func:`_statement_error`)."""
     e = _statement_error(e)
     orig = getattr(e, "orig", None) or e
     state = str(getattr(orig, "sqlstate", None) or "")
@@ -92,6 +97,9 @@ def error_kind(e: BaseException) -> str:
         return "retry"
     if "OperationalError" in names:
         if state and not (state[:2] in _PASSING_CLASSES or state in _PASSING_STATES):
+            return "fatal"
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF not in _SQLITE_PASSING:
             return "fatal"
         return "retry"
     return "fatal"
