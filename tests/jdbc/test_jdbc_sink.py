@@ -1041,3 +1041,35 @@ def test_sqlite_failures_that_cannot_pass_are_not_retried(db, sink):
         s.put([rec(1, {"id": 1, "name": "b", "qty": 1}, sink=s)])
     assert f"topic {s.table} partition 0 offset 1" in str(e.value) and "qty" in str(e.value)
     assert s.task.writer.retries == 0
+
+
+@pytest.mark.parametrize("db", ["postgresql", "mariadb"], indirect=True)
+def test_decimals_with_more_scale_than_the_column_holds_fail_before_writing(db, sink):
+    """Given Decimal fields, when MariaDB would create or add a column for a scale above DECIMAL's 30, or
+    an existing NUMERIC(10, 2) column gets a Decimal of scale 3, then the put fails before writing,
+    naming the record, table and column (before: MariaDB made DECIMAL(65, 30) and rounded the values
+    with only a note; an existing column rounded them silently)."""
+    q = "`" if db.kind == "mariadb" else '"'
+    fine = SchemaBuilder.struct().name("V").field("id", Schema.INT64).build()
+    wide = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("d", Decimal.builder(34).optional().build())
+    cases = [("existing", Decimal.builder(3).build(), decimal.Decimal("1.234"))]
+    if db.kind == "mariadb":
+        cases += [("create", Decimal.builder(34).build(), decimal.Decimal("0." + "1" * 34)),
+                  ("evolve", None, decimal.Decimal("0." + "1" * 34))]
+    for case, field, v in cases:
+        s = sink(**{"auto.create": "true", "auto.evolve": "true", "pk.mode": "record_value", "pk.fields": "id"})
+        if case == "existing":
+            with db.engine.begin() as conn:
+                conn.execute(sa.text(f"CREATE TABLE {q}{s.table}{q} (id BIGINT PRIMARY KEY, d NUMERIC(10, 2))"))
+        s.start()
+        if case == "evolve":
+            s.put([rec(0, {"id": 0}, schema=fine, sink=s)])
+            value = wide.build()
+        else:
+            value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("d", field).build()
+        with pytest.raises(ConnectException) as e:
+            s.put([rec(1, {"id": 1, "d": v}, schema=value, sink=s)])
+        assert f"topic {s.table} partition 0 offset 1: table {s.table} column d is " in str(e.value), case
+        assert "scale" in str(e.value), case
+        if case != "create":
+            assert [r[0] for r in s.rows()] == ([0] if case == "evolve" else []), case

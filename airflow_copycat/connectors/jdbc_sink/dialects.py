@@ -62,7 +62,8 @@ class Dialect:
     # ---------------------------------------------------------------- types
 
     def column_type(self, schema: Schema, key: bool) -> str:
-        """The column type for a field of ``schema``; ``key``: the column is part of the primary key."""
+        """The column type for a field of ``schema``; ``key``: the column is part of the primary key.
+        Raises ``ValueError`` (``is ...: why``) for a field no column type of the database holds exactly."""
         name = schema.name
         if name == Decimal.LOGICAL_NAME:
             return self.decimal(Decimal.scale(schema))
@@ -197,7 +198,10 @@ class MySql(Dialect):
                 Type.FLOAT32: "FLOAT", Type.FLOAT64: "DOUBLE", Type.BOOLEAN: "BOOLEAN"}[t]
 
     def decimal(self, scale: int) -> str:
-        return f"DECIMAL(65, {min(scale, 30)})"
+        if scale > 30:
+            raise ValueError(f"is a Decimal of scale {scale}: MySQL's and MariaDB's DECIMAL holds at most 30 "
+                             "digits after the point (the rest would be rounded away)")
+        return f"DECIMAL(65, {scale})"
 
     def unwritable(self, values: Mapping[str, Any]) -> str | None:
         for name, v in values.items():

@@ -12,7 +12,8 @@ partition, offset, table and column, having changed nothing for that row:
   default, else an error (a new required field without default cannot be added to a
   table with rows);
 * a column narrower than its field (an ``int64`` into ``INTEGER``, a float or a Decimal
-  with a fraction into an integer column, ``float64`` into single precision -- PostgreSQL's
+  with a fraction into an integer column, a Decimal of more scale than a ``NUMERIC(p, s)``
+  column, ``float64`` into single precision -- PostgreSQL's
   ``REAL``, MySQL's ``FLOAT`` --, text into a number: :func:`narrowing`), and a table without the primary key that upserts,
   updates or deletes need: an error.
 
@@ -63,9 +64,12 @@ def narrowing(column_type: sa.types.TypeEngine, schema: Schema, dialect: str) ->
     if dialect == "sqlite":  # SQLite stores any value in any column
         return None
     if schema.name == Decimal.LOGICAL_NAME:
-        if isinstance(column_type, sa.types.Integer) and Decimal.scale(schema) > 0:
-            return f"is {column_type} and the field is a Decimal of scale {Decimal.scale(schema)}: fractions " \
-                   "would be lost"
+        scale = Decimal.scale(schema)
+        if isinstance(column_type, sa.types.Integer) and scale > 0:
+            return f"is {column_type} and the field is a Decimal of scale {scale}: fractions would be lost"
+        if isinstance(column_type, sa.types.Numeric) and not isinstance(column_type, (sa.types.Float, sa.types.Integer)) \
+                and column_type.scale is not None and scale > column_type.scale:
+            return f"is {column_type} and the field is a Decimal of scale {scale}: digits would be rounded away"
         return None
     if schema.name is not None:  # other logical types
         return None
@@ -199,7 +203,7 @@ class Tables:
             raise ConnectException(f"{row.where}: table {row.table} does not exist; create it or set "
                                    "auto.create=true")
         d = self.dialect
-        parts = [f"{d.ident(n)} {d.column_type(s, k)}{'' if (s.optional and not k) else ' NOT NULL'}"
+        parts = [f"{d.ident(n)} {self._column_type(row, n, s, k)}{'' if (s.optional and not k) else ' NOT NULL'}"
                  for n, s, k in row.columns]
         if row.key_columns:
             parts.append(f"PRIMARY KEY ({', '.join(d.ident(k) for k in row.key_columns)})")
@@ -239,15 +243,23 @@ class Tables:
             if not schema.optional and default is None:
                 raise ConnectException(f"{row.where}: table {row.table} column {name}: the field is required "
                                        "and has no default, so it cannot be added to a table that has rows")
+            self._column_type(row, name, schema, False)
         for name, schema, _ in missing:
             default = _literal(schema.default, self.engine.dialect) if schema.default is not None else None
-            ddl = d.add_column(row.table, name, d.column_type(schema, False), schema.optional, default)
+            ddl = d.add_column(row.table, name, self._column_type(row, name, schema, False), schema.optional, default)
             with self.engine.begin() as conn:
                 conn.exec_driver_sql(ddl)
             log.info("added column %s to table %s for %s", name, row.table, row.where)
             self.added.append(f"{row.table}.{name}")
         if missing:
             self._known.pop(row.table, None)
+
+    def _column_type(self, row: Row, name: str, schema: Schema, key: bool) -> str:
+        """:meth:`Dialect.column_type`, its refusal named as the sink's errors name a column."""
+        try:
+            return self.dialect.column_type(schema, key)
+        except ValueError as e:
+            raise ConnectException(f"{row.where}: table {row.table} column {name} {e}") from None
 
     def column_types(self, table: str) -> dict[str, Any] | None:
         """``{column: SQLAlchemy type}`` of ``table`` as the database has it (names as this sink writes
