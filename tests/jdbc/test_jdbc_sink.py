@@ -1073,3 +1073,17 @@ def test_decimals_with_more_scale_than_the_column_holds_fail_before_writing(db, 
         assert "scale" in str(e.value), case
         if case != "create":
             assert [r[0] for r in s.rows()] == ([0] if case == "evolve" else []), case
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_names_longer_than_postgresql_keeps_fail_at_the_first_record(db, sink):
+    """Given a topic (so a table) name of more than 63 bytes, when the sink writes it on PostgreSQL, then
+    the first put fails naming the record and the name, and no table is made (before: PostgreSQL cut the
+    name with a notice, the first run worked, and every later run failed: CREATE TABLE of a table that
+    exists, as the long name was never found again)."""
+    s = sink(table=f"t_{uuid.uuid4().hex[:8]}_" + "x" * 60, **{"auto.create": "true"})
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
+    assert f"topic {s.table} partition 0 offset 0" in str(e.value) and "63 bytes" in str(e.value)
+    assert not sa.inspect(db.engine).has_table(s.table[:63])

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 """A name that means itself in SQL unquoted (on every database the sink writes)."""
 
+_PG_NAME_BYTES = 63  # NAMEDATALEN - 1
+
 _INT_BITS = {Type.INT8: 8, Type.INT16: 16, Type.INT32: 32, Type.INT64: 64}
 
 
@@ -178,13 +180,18 @@ class Tables:
         return True
 
     def _check_names(self, row: Row) -> None:
-        """Refuse names the sink cannot put into its SQL: holding ``%`` (the drivers' placeholder), and,
+        """Refuse names the sink cannot put into its SQL: holding ``%`` (the drivers' placeholder), longer
+        than PostgreSQL keeps (it truncates them with a notice: the next task would not find them), and,
         with ``quote.sql.identifiers=never``, anything but a plain identifier (:data:`_PLAIN`; ``.``
         between schema and table): written unquoted, a field name from a record's schema would be SQL."""
         for kind, name in [("table", part) for part in row.table.split(".")] + [("column", n) for n, _, _ in row.columns]:
             if "%" in name:
                 raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r}: names holding '%' "
                                        "are not supported by the JDBC sink")
+            if self.dialect.name == "postgresql" and len(name.encode()) > _PG_NAME_BYTES:
+                raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r} is longer than "
+                                       f"PostgreSQL's {_PG_NAME_BYTES} bytes, which it would cut silently (and not "
+                                       "find the name again): name it with table.name.format or a transform")
             if not self.dialect.quote and not _PLAIN.fullmatch(name):
                 raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r} is not a plain "
                                        "identifier (letters, digits, _ and $, not first a digit or $), which "
