@@ -1087,3 +1087,19 @@ def test_names_longer_than_postgresql_keeps_fail_at_the_first_record(db, sink):
         s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
     assert f"topic {s.table} partition 0 offset 0" in str(e.value) and "63 bytes" in str(e.value)
     assert not sa.inspect(db.engine).has_table(s.table[:63])
+
+
+def test_a_pk_fields_mistake_fails_the_run_instead_of_dead_lettering_the_topic(db, sink):
+    """Given errors.tolerance=all and pk.fields naming no field of the value (``Id`` for ``id``), or two
+    columns for a primitive key, when records are put, then the run fails naming pk.fields, nothing is
+    reported and the offsets stay (before: every record was dead-lettered and the offsets moved past
+    them, so a rerun with the config fixed did not write them)."""
+    for over, key, key_schema in (({"pk.mode": "record_value", "pk.fields": "Id"}, None, KEY),
+                                  ({"pk.mode": "record_key", "pk.fields": "a,b"}, "one", Schema.STRING)):
+        s = sink(**{"auto.create": "true", "insert.mode": "upsert", **over})
+        assert s.start() == {}
+        s.task.context = Reporter(s.task.context.config, [s.tp])
+        with pytest.raises(ConnectException) as e:
+            s.put([rec(i, {"id": i, "name": "a", "qty": i}, key=key, key_schema=key_schema, sink=s) for i in range(3)])
+        assert "pk.fields" in str(e.value) and f"topic {s.table} partition 0 offset 0" in str(e.value)
+        assert s.task.context.reported == [] and s.task.committed == {}

@@ -6,7 +6,11 @@ tombstone with ``delete.enabled``, a delete -- or ``None`` for a tombstone the
 sink skips. It raises :class:`RecordError` for a record the sink cannot write at
 all (no value schema, a key the primary key mode cannot use, a Timestamp whose
 local time in ``db.timezone`` falls outside the years 1 to 9999); the task hands
-such a record to the framework's error handling (fail, or dead-letter).
+such a record to the framework's error handling (fail, or dead-letter). A config
+that does not fit the records (``pk.fields`` naming no field of the key or the
+value, more than one for a primitive key) is no record's fault: a
+``ConnectException`` fails the run, as Confluent's sink does, instead of every
+record of the topic going to the dead-letter queue.
 
 Column values are what the database drivers take: ``Decimal``, ``date``,
 ``time``, naive ``datetime`` in ``db.timezone`` (Connect timestamps are UTC),
@@ -27,6 +31,7 @@ from typing import Any, Sequence
 from zoneinfo import ZoneInfo
 
 from airflow_copycat.connect.data import Date, Decimal, Schema, Struct, Time, Timestamp, Type
+from airflow_copycat.connect.errors import ConnectException
 from airflow_copycat.connect.records import SinkRecord
 
 from .config import KAFKA_PK_DEFAULTS, SinkSettings
@@ -103,7 +108,7 @@ def row_of(record: SinkRecord, settings: SinkSettings, zone: ZoneInfo) -> Row | 
         names = settings.pk_fields or tuple(_struct_fields(schema))
         missing = [n for n in names if schema.field(n) is None]
         if missing:
-            raise RecordError(f"{where}: pk.fields {missing} are not fields of the value "
+            raise ConnectException(f"{where}: pk.fields {missing} are not fields of the value "
                               f"(fields: {_struct_fields(schema)})")
         key_columns = tuple(names)
         key = tuple(_converted(schema.field(n).schema, value.get(n), zone, where, n) for n in names)
@@ -171,7 +176,7 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: Zo
         names = settings.pk_fields or tuple(_struct_fields(schema))
         missing = [n for n in names if schema.field(n) is None]
         if missing:
-            raise RecordError(f"{where}: pk.fields {missing} are not fields of the key (fields: "
+            raise ConnectException(f"{where}: pk.fields {missing} are not fields of the key (fields: "
                               f"{_struct_fields(schema)})")
         values = tuple(_converted(schema.field(n).schema, key.get(n), zone, where, n) for n in names)
         columns = tuple((n, schema.field(n).schema, True) for n in names)
@@ -181,8 +186,8 @@ def _record_key(record: SinkRecord, settings: SinkSettings, where: str, zone: Zo
     if not schema.type.is_primitive:
         raise RecordError(f"{where}: pk.mode=record_key takes a primitive or struct key, not {schema.type.value}")
     if len(settings.pk_fields) != 1:
-        raise RecordError(f"{where}: the key is a primitive ({schema.type.value}): pk.fields must name exactly one "
-                          "column for it")
+        raise ConnectException(f"{where}: the key is a primitive ({schema.type.value}): pk.fields must name "
+                               "exactly one column for it")
     name = settings.pk_fields[0]
     return (name,), (_converted(schema, key, zone, where, name),), ((name, schema, True),)
 
