@@ -1103,3 +1103,18 @@ def test_a_pk_fields_mistake_fails_the_run_instead_of_dead_lettering_the_topic(d
             s.put([rec(i, {"id": i, "name": "a", "qty": i}, key=key, key_schema=key_schema, sink=s) for i in range(3)])
         assert "pk.fields" in str(e.value) and f"topic {s.table} partition 0 offset 0" in str(e.value)
         assert s.task.context.reported == [] and s.task.committed == {}
+
+
+def test_config_mistakes_that_would_fail_later_are_config_problems():
+    """An empty table.name.format, a pk.fields naming a column twice and a copycat.offsets.table of
+    three parts are config problems, named before anything runs (before: accepted, then raw SQL errors
+    naming no record)."""
+    base = {"connection.url": "sqlite:///x.db", "topics": "t"}
+    for over, key in (({"table.name.format": ""}, "table.name.format"),
+                      ({"pk.mode": "record_value", "pk.fields": "id,id"}, "pk.fields"),
+                      ({"copycat.offsets.table": "a.b.c"}, "copycat.offsets.table")):
+        with pytest.raises(ConfigException) as e:
+            JdbcSinkConnector.parse_config({**base, **over})
+        assert key in str(e.value), over
+    JdbcSinkConnector.parse_config({**base, "copycat.offsets.table": "s.offsets", "pk.mode": "record_value",
+                                    "pk.fields": "id,code"})

@@ -241,6 +241,7 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     problems += connection_problems(c)
     if not c.get("topics") and not c.get("topics.regex"):
         problems.append(ConfigProblem("topics", c.get("topics"), "is required (or topics.regex): the topics to write"))
+    problems += _name_problems(c)
     mode, pk_mode = str(c.get(INSERT_MODE) or "").lower(), str(c.get(PK_MODE) or "").lower()
     pk_fields = [f for f in c.get(PK_FIELDS) or [] if f]
     if mode in ("upsert", "update") and pk_mode == "none":
@@ -249,6 +250,8 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     if c.get(DELETE_ENABLED) in (True, "true") and pk_mode != "record_key":
         problems.append(ConfigProblem(DELETE_ENABLED, True, "needs pk.mode=record_key: a tombstone carries only the "
                                       "record key"))
+    if len(set(pk_fields)) != len(pk_fields):
+        problems.append(ConfigProblem(PK_FIELDS, pk_fields, "names a column twice"))
     if pk_mode == "kafka" and pk_fields and len(pk_fields) != 3:
         problems.append(ConfigProblem(PK_FIELDS, pk_fields, "pk.mode=kafka takes three column names (topic, "
                                       "partition, offset) or none for __connect_topic, __connect_partition, "
@@ -268,4 +271,17 @@ def validate(config: dict[str, Any]) -> list[ConfigProblem]:
     if "${topic}" not in str(c.get(TABLE_NAME_FORMAT) or "${topic}") and not c.get("topics"):
         problems.append(ConfigProblem(TABLE_NAME_FORMAT, c.get(TABLE_NAME_FORMAT),
                                       "without ${topic} writes every topic to one table: name the topics"))
+    return problems
+
+
+def _name_problems(c: dict[str, Any]) -> list[ConfigProblem]:
+    """An empty table.name.format (it would name every table ''), and a copycat.offsets.table of more
+    parts than schema.table."""
+    problems = []
+    if c.get(TABLE_NAME_FORMAT) is not None and not str(c.get(TABLE_NAME_FORMAT)).strip():
+        problems.append(ConfigProblem(TABLE_NAME_FORMAT, c.get(TABLE_NAME_FORMAT), "is empty: give the table's "
+                                      "name (${topic} is the topic's)"))
+    offsets = str(c.get(OFFSETS_TABLE) or "")
+    if offsets.count(".") > 1 or any(not part for part in offsets.split(".")):
+        problems.append(ConfigProblem(OFFSETS_TABLE, offsets, "must be table or schema.table"))
     return problems
