@@ -1119,3 +1119,34 @@ def test_config_mistakes_that_would_fail_later_are_config_problems():
     JdbcSinkConnector.parse_config({**base, "copycat.offsets.table": "s.offsets", "pk.mode": "record_value",
                                     "pk.fields": "id,code"})
 
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_in_columns_a_table_that_cannot_fit_fails_the_batch_before_anything_is_written(db, sink):
+    """Given the columns path and a batch whose partition 0 holds records of the table's schema and
+    whose partition 1 brings a required field without default (which auto.evolve cannot add), when
+    the batch is put, then it fails naming partition 1's record and nothing of the batch is written,
+    as through the records (before: partition 0's rows were committed first)."""
+    from airflow_copycat.connect.sink_batch import SinkBatch
+    from airflow_copycat.converters.json_converter import JsonConverter
+
+    must = (SchemaBuilder.struct().name("Value").field("id", Schema.INT64).field("name", Schema.STRING)
+            .field("qty", Schema.OPTIONAL_INT32).field("must", Schema.INT32).build())
+    s = sink(**{"auto.create": "true", "auto.evolve": "true", "pk.mode": "record_key"})
+    s.start()
+    s.put([rec(0, {"id": 0, "name": "seed", "qty": 0}, key=k(0), sink=s)])  # the table, from V1
+    keys, values = JsonConverter(), JsonConverter()
+    keys.configure({"schemas.enable": True}, is_key=True)
+    values.configure({"schemas.enable": True}, is_key=False)
+    rows = [(0, i, V1, {"id": i, "name": "a", "qty": i}) for i in range(1, 51)]
+    rows += [(1, i, must, {"id": 100 + i, "name": "b", "qty": i, "must": 1}) for i in range(10)]
+    batch = SinkBatch(key_converter=keys, value_converter=values, topics=[s.table] * len(rows),
+                      partitions=[p for p, *_ in rows], offsets=[o for _, o, *_ in rows],
+                      keys=[keys.from_connect_data(s.table, KEY, k(v["id"])) for *_, v in rows],
+                      values=[values.from_connect_data(s.table, sc, Struct(sc, v)) for _, _, sc, v in rows])
+    s.task.open([(s.table, 1)])
+    with pytest.raises(ConnectException) as e:
+        s.task.put_batch(batch)
+        s.task.pre_commit({(s.table, 0): 51, (s.table, 1): 10})
+    assert f"topic {s.table} partition 1 offset 0" in str(e.value) and "must" in str(e.value)
+    assert [r[0] for r in s.rows()] == [0]

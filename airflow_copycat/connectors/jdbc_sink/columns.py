@@ -57,6 +57,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from airflow_copycat.connect.data import Type
+from airflow_copycat.connect.errors import ConnectException
 from airflow_copycat.extras import require
 from airflow_copycat.connect.records import SinkRecord
 
@@ -110,6 +111,8 @@ class ColumnWriter:
         for topic, partition, start, stop in batch.runs():
             try:
                 run = self._layout(batch, (topic, partition), start, stop)
+            except _Unfit as e:  # before anything of the batch is written, as the records fail
+                raise e.error from None
             except Exception as e:  # noqa: BLE001 -- whatever went wrong, the records decide
                 log.debug("%s-%s: records path (%s)", topic, partition, e)
                 run = None
@@ -190,7 +193,11 @@ class ColumnWriter:
             return None
         if row is None:
             return None
-        if not task.tables.ensure(row):
+        try:
+            fits = task.tables.ensure(row)
+        except ConnectException as e:
+            raise _Unfit(e) from e
+        if not fits:
             return None  # a delete against a table that does not exist: the records skip it
         table, numeric = self._columns(batch, row, decoded[1], key_table, start, stop)
         if table is None or not self._fits(row, table, numeric):
@@ -391,6 +398,15 @@ class ColumnWriter:
                 self._pool.shutdown(wait=True)
                 self._pool = None
         self._drop_connection()
+
+
+class _Unfit(Exception):
+    """A run's table cannot be made to fit its records (:meth:`.tables.Tables.ensure` refused, ``error``):
+    the batch fails before anything of it is written, with the error the records path fails with."""
+
+    def __init__(self, error: ConnectException):
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclasses.dataclass
