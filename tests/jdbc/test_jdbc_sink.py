@@ -1150,3 +1150,20 @@ def test_in_columns_a_table_that_cannot_fit_fails_the_batch_before_anything_is_w
         s.task.pre_commit({(s.table, 0): 51, (s.table, 1): 10})
     assert f"topic {s.table} partition 1 offset 0" in str(e.value) and "must" in str(e.value)
     assert [r[0] for r in s.rows()] == [0]
+
+
+def test_with_debeziums_class_the_topics_dots_become_underscores_in_the_table_name(db, sink):
+    """Given Debezium's connector class and a topic in Debezium's form ``server1.inventory.customers_x``,
+    when its records are written with schema.evolution=basic, then the table is
+    ``server1_inventory_customers_x``, as Debezium names it (before: the topic was split at its last dot
+    into schema ``server1.inventory`` and table ``customers_x``: a raw error, or rows in another schema)."""
+    suffix = uuid.uuid4().hex[:8]
+    topic, table = f"server1.inventory.customers_{suffix}", f"server1_inventory_customers_{suffix}"
+    s = sink(table=topic, **{"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+                             "schema.evolution": "basic", "primary.key.mode": "record_key", "insert.mode": "upsert"})
+    s.start()
+    try:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, key=k(1), sink=s)])
+        assert Sink(db, table).rows() == [(1, "a", 1)]
+    finally:
+        Sink(db, table).drop()

@@ -71,6 +71,9 @@ DEBEZIUM_KEYS = {
     "collection.name.format": TABLE_NAME_FORMAT,
     "quote.identifiers": QUOTE_IDENTIFIERS,
 }
+DEBEZIUM_CLASS = "io.debezium.connector.jdbc.JdbcSinkConnector"
+"""With this connector class, ``${topic}`` is the topic with its dots replaced by ``_`` (Debezium's
+default table naming: ``server1.inventory.customers`` -> ``server1_inventory_customers``)."""
 DEBEZIUM_UNSUPPORTED = ("truncate.enabled", "collection.naming.strategy", "column.naming.strategy")
 """Debezium keys that would change what is written and that this sink does not implement: a config
 problem when given (``truncate.enabled`` only when true), rather than silently ignored."""
@@ -130,8 +133,9 @@ CONFIG_DEF = (
             one_of("none", "basic")(k, v),
             doc="Debezium's: basic = auto.create and auto.evolve.")
     .define(TABLE_NAME_FORMAT, ConfigType.STRING, "${topic}",
-            doc="The table of a topic's records; ${topic} is replaced by the topic name (dots stay in the name: "
-                "use a RegexRouter transform for other names). schema.table names a schema.")
+            doc="The table of a topic's records; ${topic} is replaced by the topic name (with Debezium's connector "
+                "class, its dots replaced by _, as Debezium names tables). A dot in the result separates schema "
+                "and table: schema.table names a schema (use a RegexRouter transform for other names).")
     .define("collection.name.format", ConfigType.STRING, None,
             doc="Debezium's name of table.name.format (${topic} as there).")
     .define(FIELDS_WHITELIST, ConfigType.LIST, [],
@@ -190,6 +194,7 @@ class SinkSettings:
     retry_backoff_ms: int
     offsets_table: str
     batch_enabled: bool = True
+    topic_dots_to_underscores: bool = False  # Debezium's connector class: its table naming
     field_include: tuple[str, ...] = ()  # Debezium's regexes (see the module docstring)
     field_exclude: tuple[str, ...] = ()
 
@@ -227,7 +232,8 @@ def effective(config: dict[str, Any]) -> SinkSettings:
         batch_size=int(c[BATCH_SIZE]), db_timezone=str(c[DB_TIMEZONE]), quote=quote,
         max_retries=int(c[MAX_RETRIES]), retry_backoff_ms=int(c[RETRY_BACKOFF_MS]),
         offsets_table=str(c[OFFSETS_TABLE]), batch_enabled=bool(c.get(BATCH_ENABLED, True)),
-        field_include=_entries(c.get(FIELD_INCLUDE_LIST)), field_exclude=_entries(c.get(FIELD_EXCLUDE_LIST)))
+        field_include=_entries(c.get(FIELD_INCLUDE_LIST)), field_exclude=_entries(c.get(FIELD_EXCLUDE_LIST)),
+        topic_dots_to_underscores=str(c.get("connector.class") or "") == DEBEZIUM_CLASS)
 
 
 def _entries(value: Any) -> tuple[str, ...]:

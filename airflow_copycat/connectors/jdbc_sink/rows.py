@@ -71,6 +71,11 @@ class Row:
 
 
 def table_name(settings: SinkSettings, topic: str) -> str:
+    """The table of ``topic``'s records: ``table.name.format`` with ``${topic}`` replaced by the topic, its
+    dots replaced by ``_`` first with Debezium's connector class (:data:`.config.DEBEZIUM_CLASS`). A dot in
+    the result separates schema and table."""
+    if settings.topic_dots_to_underscores:
+        topic = topic.replace(".", "_")
     return settings.table_name_format.replace("${topic}", topic)
 
 
