@@ -1167,3 +1167,14 @@ def test_with_debeziums_class_the_topics_dots_become_underscores_in_the_table_na
         assert Sink(db, table).rows() == [(1, "a", 1)]
     finally:
         Sink(db, table).drop()
+
+
+def test_ddl_the_database_refuses_fails_naming_the_record_and_the_table(db, sink):
+    """Given auto.create and a table name in a schema that does not exist (``nosuch_<x>.t``), when a
+    record is put, then the run fails with a ConnectException naming the record and the table (before:
+    the driver's raw error, naming neither)."""
+    s = sink(table=f"nosuch_{uuid.uuid4().hex[:8]}.t", **{"auto.create": "true"})
+    s.start()
+    with pytest.raises(ConnectException) as e:
+        s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
+    assert f"topic {s.table} partition 0 offset 0: making table {s.table} fit the record failed: " in str(e.value)

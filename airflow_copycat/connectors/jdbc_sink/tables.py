@@ -121,6 +121,14 @@ def _unique_indexes(indexes: list[dict]) -> list[list[str]]:
             and not (i.get("dialect_options") or {}).get("sqlite_where")]
 
 
+def _ddl_failed(row: Row, e: sa.exc.DBAPIError) -> ConnectException:
+    """The error of DDL for ``row`` that failed again after the table was read again: named by its record
+    and table, with the driver's message (not SQLAlchemy's statement)."""
+    message = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return ConnectException(f"{row.where}: making table {row.table} fit the record failed: "
+                            f"{message[0] if message else type(e).__name__}")
+
+
 class Tables:
     """What the task knows of its tables; see the module docstring."""
 
@@ -174,8 +182,11 @@ class Tables:
             self._known.pop(row.table, None)
             described = self._describe(row.table)
             if described is None:
-                raise
-            self._fit(row, described)
+                raise _ddl_failed(row, e) from e
+            try:
+                self._fit(row, described)
+            except sa.exc.DBAPIError as again:
+                raise _ddl_failed(row, again) from again
         self._checked.add(signature)
         return True
 
