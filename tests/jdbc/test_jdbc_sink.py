@@ -764,8 +764,9 @@ def test_a_timestamp_outside_the_years_1_to_9999_in_db_timezone_is_a_record_erro
     s.start()
     s.task.context = Reporter(s.task.context.config, [s.tp])
     utc = dt.timezone.utc
-    s.put([rec(i, {"id": i, "ts": dt.datetime(1, 1, 1, 1, tzinfo=utc) if i == 1 else dt.datetime(2020, 1, 1, tzinfo=utc)},
-               schema=value, sink=s) for i in range(3)])
+    usual = dt.datetime(2020, 1, 1, tzinfo=utc)
+    stamps = [usual, dt.datetime(1, 1, 1, 1, tzinfo=utc), usual]
+    s.put([rec(i, {"id": i, "ts": ts}, schema=value, sink=s) for i, ts in enumerate(stamps)])
     assert [o for o, _ in s.task.context.reported] == [1]
     assert f"topic {s.table} partition 0 offset 1: field ts: " in s.task.context.reported[0][1]
     assert [r[0] for r in s.rows()] == [0, 2]
@@ -891,7 +892,8 @@ def test_a_row_a_trigger_refuses_is_a_record_error(db, sink):
     with db.engine.begin() as conn:
         conn.execute(sa.text(f'CREATE TABLE "{s.table}" (id BIGINT PRIMARY KEY, name TEXT, qty INTEGER)'))
         conn.execute(sa.text(f'CREATE FUNCTION "{s.table}_f"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
-                             f"IF NEW.name = 'bad' THEN RAISE EXCEPTION 'refused by policy'; END IF; RETURN NEW; END $$"))
+                             "IF NEW.name = 'bad' THEN RAISE EXCEPTION 'refused by policy'; END IF; "
+                             "RETURN NEW; END $$"))
         conn.execute(sa.text(f'CREATE TRIGGER "{s.table}_t" BEFORE INSERT ON "{s.table}" FOR EACH ROW '
                              f'EXECUTE FUNCTION "{s.table}_f"()'))
     try:
@@ -1018,7 +1020,8 @@ def test_a_null_inside_a_struct_column_stays_null_as_at_the_top_level(db, sink):
     through Struct.get, while the top-level one stayed NULL)."""
     colour = SchemaBuilder.string().optional().default_value("red").build()
     inner = SchemaBuilder.struct().name("Inner").field("color", colour).optional().build()
-    value = SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("color", colour).field("inner", inner).build()
+    value = (SchemaBuilder.struct().name("V").field("id", Schema.INT64).field("color", colour)
+             .field("inner", inner).build())
     s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "id"})
     s.start()
     s.put([rec(0, {"id": 1, "color": None, "inner": Struct(inner, {"color": None})}, schema=value, sink=s)])

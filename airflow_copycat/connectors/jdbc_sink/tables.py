@@ -13,9 +13,9 @@ partition, offset, table and column, having changed nothing for that row:
   table with rows);
 * a column narrower than its field (an ``int64`` into ``INTEGER``, a float or a Decimal
   with a fraction into an integer column, a Decimal of more scale than a ``NUMERIC(p, s)``
-  column, ``float64`` into single precision -- PostgreSQL's
-  ``REAL``, MySQL's ``FLOAT`` --, text into a number: :func:`narrowing`), and a table without the primary key that upserts,
-  updates or deletes need: an error.
+  column, ``float64`` into single precision -- PostgreSQL's ``REAL``, MySQL's ``FLOAT`` --,
+  text into a number: :func:`narrowing`), and a table without the primary key that
+  upserts, updates or deletes need: an error.
 
 What a table looks like is read once per task (``sqlalchemy.inspect``) and kept
 up to date with what this task changed.
@@ -69,8 +69,9 @@ def narrowing(column_type: sa.types.TypeEngine, schema: Schema, dialect: str) ->
         scale = Decimal.scale(schema)
         if isinstance(column_type, sa.types.Integer) and scale > 0:
             return f"is {column_type} and the field is a Decimal of scale {scale}: fractions would be lost"
-        if isinstance(column_type, sa.types.Numeric) and not isinstance(column_type, (sa.types.Float, sa.types.Integer)) \
-                and column_type.scale is not None and scale > column_type.scale:
+        exact = isinstance(column_type, sa.types.Numeric) and not isinstance(column_type, (sa.types.Float,
+                                                                                          sa.types.Integer))
+        if exact and column_type.scale is not None and scale > column_type.scale:
             return f"is {column_type} and the field is a Decimal of scale {scale}: digits would be rounded away"
         return None
     if schema.name is not None:  # other logical types
@@ -195,7 +196,8 @@ class Tables:
         than PostgreSQL keeps (it truncates them with a notice: the next task would not find them), and,
         with ``quote.sql.identifiers=never``, anything but a plain identifier (:data:`_PLAIN`; ``.``
         between schema and table): written unquoted, a field name from a record's schema would be SQL."""
-        for kind, name in [("table", part) for part in row.table.split(".")] + [("column", n) for n, _, _ in row.columns]:
+        names = [("table", part) for part in row.table.split(".")] + [("column", n) for n, _, _ in row.columns]
+        for kind, name in names:
             if "%" in name:
                 raise ConnectException(f"{row.where}: table {row.table!r} / {kind} {name!r}: names holding '%' "
                                        "are not supported by the JDBC sink")

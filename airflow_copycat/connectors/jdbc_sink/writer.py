@@ -194,8 +194,8 @@ class Writer:
             except Exception as e:  # noqa: BLE001 -- classified below; anything not retriable is raised
                 if error_kind(e) != "retry" or attempt >= self.settings.max_retries:
                     if error_kind(e) == "retry":
-                        raise ConnectException(f"writing to {_safe_url(self.engine)} failed {attempt + 1} time(s), the last: "
-                                               f"{_short(_statement_error(e))}") from e
+                        raise ConnectException(f"writing to {_safe_url(self.engine)} failed {attempt + 1} time(s), "
+                                               f"the last: {_short(_statement_error(e))}") from e
                     raise
                 attempt += 1
                 self.retries += 1
