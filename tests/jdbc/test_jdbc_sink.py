@@ -1181,3 +1181,30 @@ def test_ddl_the_database_refuses_fails_naming_the_record_and_the_table(db, sink
     with pytest.raises(ConnectException) as e:
         s.put([rec(0, {"id": 1, "name": "a", "qty": 1}, sink=s)])
     assert f"topic {s.table} partition 0 offset 0: making table {s.table} fit the record failed: " in str(e.value)
+
+
+@pytest.mark.parametrize("db", ["postgresql"], indirect=True)
+def test_in_columns_a_pk_fields_mistake_fails_the_batch_before_anything_is_written(db, sink):
+    """Given the columns path, pk.mode=record_value with pk.fields=code, and a batch whose partition 0
+    has the field and whose partition 1 does not, when the batch is put, then it fails naming partition
+    1's record and pk.fields, and nothing of the batch is written (before: partition 0's rows were
+    committed before the records path failed on partition 1)."""
+    from airflow_copycat.connect.sink_batch import SinkBatch
+    from airflow_copycat.converters.json_converter import JsonConverter
+
+    coded = SchemaBuilder.struct().name("C").field("code", Schema.STRING).field("n", Schema.INT32).build()
+    plain = SchemaBuilder.struct().name("P").field("n", Schema.INT32).build()
+    s = sink(**{"auto.create": "true", "pk.mode": "record_value", "pk.fields": "code", "insert.mode": "upsert"})
+    s.start()
+    s.task.open([(s.table, 1)])
+    values = JsonConverter()
+    values.configure({"schemas.enable": True}, is_key=False)
+    rows = [(0, i, coded, {"code": f"c{i}", "n": i}) for i in range(50)] + [(1, i, plain, {"n": i}) for i in range(5)]
+    batch = SinkBatch(key_converter=values, value_converter=values, topics=[s.table] * len(rows),
+                      partitions=[p for p, *_ in rows], offsets=[o for _, o, *_ in rows], keys=[None] * len(rows),
+                      values=[values.from_connect_data(s.table, sc, Struct(sc, v)) for _, _, sc, v in rows])
+    with pytest.raises(ConnectException) as e:
+        s.task.put_batch(batch)
+        s.task.pre_commit({(s.table, 0): 50, (s.table, 1): 5})
+    assert f"topic {s.table} partition 1 offset 0: pk.fields ['code']" in str(e.value)
+    assert not sa.inspect(db.engine).has_table(s.table) or s.rows(order="code") == []

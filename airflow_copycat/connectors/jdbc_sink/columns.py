@@ -191,6 +191,8 @@ class ColumnWriter:
             row = row_of(first, settings, task.zone)
         except RecordError:
             return None
+        except ConnectException as e:  # a config that does not fit the records (pk.fields): no record's fault
+            raise _Unfit(e) from e
         if row is None:
             return None
         try:
@@ -401,8 +403,9 @@ class ColumnWriter:
 
 
 class _Unfit(Exception):
-    """A run's table cannot be made to fit its records (:meth:`.tables.Tables.ensure` refused, ``error``):
-    the batch fails before anything of it is written, with the error the records path fails with."""
+    """A run's table cannot be made to fit its records (:meth:`.tables.Tables.ensure` refused), or the
+    config does not fit them (:func:`.rows.row_of`'s ``ConnectException``): ``error``. The batch fails
+    before anything of it is written, with the error the records path fails with."""
 
     def __init__(self, error: ConnectException):
         super().__init__(str(error))
