@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Iterable
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 HIDDEN = "[hidden]"
 """What a secret value reads as in plans, XCom, task configs, messages and logs."""
@@ -44,9 +44,14 @@ _SECRET_KEY = re.compile(
 )
 
 # scheme://user:password@host: the password runs to the last @ before the host (a raw @ or / in it
-# must not cut it short), so all of it is hidden; the user name ends at the first ':'. In a list of
-# URLs ("...@h1,https://...@h2") each URL is its own. An empty password (user:@host) is no secret.
-_URL_PASSWORD = re.compile(r"(://[^/:\s]+:)((?!@)(?:(?!,[A-Za-z][A-Za-z0-9+.-]*://)\S)+)(@)")
+# must not cut it short), so all of it is hidden; the user name ends at the first ':' and may be empty
+# (scheme://:password@host: the driver's default user). In a list of URLs ("...@h1,https://...@h2", or
+# separated by spaces) each URL is its own. An empty password (user:@host) is no secret. In a config
+# value the password may hold spaces (drivers accept them); in free text a space ends it.
+_URL_USER = r"(://[^/:\s]*:)"
+_NOT_NEXT_URL = r"(?![,\s][A-Za-z][A-Za-z0-9+.-]*://)"
+_URL_PASSWORD = re.compile(_URL_USER + r"((?!@)(?:" + _NOT_NEXT_URL + r"[^\r\n])+)(@)")
+_URL_PASSWORD_IN_TEXT = re.compile(_URL_USER + r"((?!@)(?:" + _NOT_NEXT_URL + r"\S)+)(@)")
 # a secret in a URL's query string: jdbc:postgresql://h/db?user=u&password=p (Confluent's usual form), and
 # any parameter named like one (libpq's sslpassword, a driver's api_key or token)
 _QUERY_KEY = (r"([?&;](?:[A-Za-z0-9_.-]*?(?:password|passwd|pwd|secret|token|passphrase|api_?key|credentials?)"
@@ -69,8 +74,19 @@ def hide_url_passwords(text: str, *, in_text: bool = False) -> str:
     query parameter named like a secret (``password``, ``pwd``, ``sslpassword``, ``token``, ``api_key``...)
     read as :data:`HIDDEN`. ``text`` is one config value (a URL) unless ``in_text``: free text, where a
     query value also ends at a quote (a URL inside JSON or a quoted log line)."""
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + HIDDEN + m.group(3), text)
+    text = (_URL_PASSWORD_IN_TEXT if in_text else _URL_PASSWORD).sub(lambda m: m.group(1) + HIDDEN + m.group(3), text)
     return (_QUERY_PASSWORD_IN_TEXT if in_text else _QUERY_PASSWORD).sub(lambda m: m.group(1) + HIDDEN, text)
+
+
+def url_passwords(value: Any) -> list[str]:
+    """The passwords (and secret query values) of the URLs in the config value ``value``, as written and
+    percent-decoded: the parts :func:`hide_url_passwords` hides, to be looked for on their own in text
+    that quotes them outside their URL (a driver's message, Airflow's rendered fields). ``[]`` for a
+    value that is not text or holds no URL password."""
+    if not isinstance(value, str):
+        return []
+    found = [m.group(2) for m in _URL_PASSWORD.finditer(value)] + [m.group(2) for m in _QUERY_PASSWORD.finditer(value)]
+    return list(dict.fromkeys(found + [unquote(p) for p in found]))
 
 
 def has_url_password(value: Any) -> bool:
@@ -82,7 +98,8 @@ class Scrubber:
     """Secret values, and :meth:`__call__` to hide them in text (see the module docstring).
 
     Add values as they become known (:meth:`add`); ``None``, values under :data:`MIN_LENGTH` characters
-    and :data:`HIDDEN` itself are ignored. A ``Password`` (or anything with a ``value`` attribute) is added by its value."""
+    and :data:`HIDDEN` itself are ignored. A ``Password`` (or anything with a ``value`` attribute) is added by its value,
+    a value holding a URL password also by that password (:func:`url_passwords`)."""
 
     def __init__(self, values: Iterable[Any] = ()):
         self._values: set[str] = set()
@@ -96,6 +113,9 @@ class Scrubber:
             return
         text = str(value)
         forms = {text, json.dumps(text)[1:-1], quote(text, safe="")}
+        for password in url_passwords(text):  # quoted on its own, or its URL in a form the patterns miss
+            if password != text:
+                self.add(password)
         if not forms <= self._values:
             self._values |= forms
             self._pattern = None

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from airflow_copycat.connect.errors import ConfigException, ConnectException
+from airflow_copycat.connect.secrets import Scrubber
 from airflow_copycat.connectors.files import FilesSinkConnector
 from airflow_copycat.connectors.filestream import FileStreamSinkConnector, FileStreamSourceConnector
 from airflow_copycat.runtime import connector_config, plugins
@@ -167,6 +168,26 @@ def test_a_url_password_with_a_raw_at_or_slash_is_hidden_whole(url, shown):
     for part in ("w0rd", "ss", "one", "two"):
         assert part not in shown.replace("[hidden]", "")
     assert connector_config.restore_secrets(hidden, raw) == raw
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://:EmptyUserPw555@127.0.0.1:5432/test", "postgresql://:[hidden]@127.0.0.1:5432/test"),
+    ("postgresql://u:pass word555@h/db", "postgresql://u:[hidden]@h/db"),
+    ("postgresql://:two words here@h/db?sslmode=require", "postgresql://:[hidden]@h/db?sslmode=require"),
+])
+def test_a_url_password_without_a_user_or_with_spaces_is_a_secret(url, shown):
+    """The driver's default user (``://:pw@``) and a password holding spaces are URL passwords too:
+    the key is secret, the plan shows ``[hidden]``, the run gets the URL back, and a message quoting
+    the password on its own loses it."""
+    raw = {"name": "x", "connector.class": "JdbcSource", "connection.url": url}
+    secrets = connector_config.secret_keys(raw, None)
+    assert secrets == {"connection.url"}
+    hidden = connector_config.redact(raw, secrets)
+    assert hidden["connection.url"] == shown
+    assert connector_config.restore_secrets(hidden, raw) == raw
+    password = url.split("://:", 1)[-1].split("://u:", 1)[-1].split("@", 1)[0]
+    message = Scrubber([url])(f"authentication failed for password '{password}'")
+    assert password not in message and "[hidden]" in message
 
 
 @pytest.mark.parametrize("key", ["connection.password", "sasl.jaas.config", "api.key", "azure.account.key",
