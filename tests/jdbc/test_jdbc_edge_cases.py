@@ -134,3 +134,20 @@ def test_jdbc_url_properties_are_kept_for_libpq_and_tls_ones_are_never_dropped_s
     assert url.query == {"sslmode": "require", "connect_timeout": "5"} and url.username == "u"
     with pytest.raises(ValueError, match="useSSL"):
         to_sqlalchemy_url("jdbc:mysql://db:3306/shop?useSSL=true")
+
+
+@pytest.mark.parametrize("url", ["jdbc:postgresql://app:Kx7pQ2mZ9w/rest@db.example:5432/shop",
+                                 "jdbc:mysql://app:Kx7pQ2mZ9w?rest@db.example:3306/shop",
+                                 "jdbc:mariadb://app:Kx7pQ2mZ9w#rest@db.example:3306/shop"])
+def test_a_jdbc_url_with_an_unencoded_slash_question_mark_or_hash_in_its_password_fails_without_quoting_it(url):
+    """urlsplit ends the host at the first '/', '?' or '#', leaving the password's head where the port
+    should be: the problem says so in a fixed text, never quoting a part of the URL."""
+    from airflow_copycat.runtime.plan import validate_only
+
+    config = {"name": "j", "connector.class": "JdbcSource", "mode": "bulk", "table.whitelist": "t",
+              "topic.prefix": "p-", "connection.url": url}
+    (problem,) = validate_only(config)
+    assert "Kx7pQ2mZ9w" not in problem and "port that is not a number" in problem
+    with pytest.raises(ValueError) as raised:
+        to_sqlalchemy_url(url)
+    assert "Kx7pQ2mZ9w" not in str(raised.value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from sqlalchemy.engine import URL, make_url
 
@@ -188,7 +188,7 @@ def to_sqlalchemy_url(url: str, user: str | None = None, password: str | None = 
             if dropped:
                 log.warning("JDBC URL properties %s have no SQLAlchemy equivalent and are ignored", dropped)
             built = URL.create(_JDBC_SCHEMES[scheme], username=parts.username or qs_user,
-                               password=parts.password or qs_password, host=parts.hostname, port=parts.port,
+                               password=parts.password or qs_password, host=parts.hostname, port=_port(parts),
                                database=parts.path.lstrip("/") or None, query=keep)
     else:
         try:
@@ -204,6 +204,16 @@ def to_sqlalchemy_url(url: str, user: str | None = None, password: str | None = 
     if password:
         built = built.set(password=password)
     return built
+
+
+def _port(parts: SplitResult) -> int | None:
+    """The port of a split JDBC URL. Raises ``ValueError`` with a fixed text when it is not a number:
+    ``urlsplit`` ends the host part at the first '/', '?' or '#', so an unencoded one in the password
+    leaves the password's head where the port should be, and the parser's own message would quote it."""
+    try:
+        return parts.port
+    except ValueError:
+        raise ValueError("has a port that is not a number; percent-encode '/', '?' and '#' in a password") from None
 
 
 def _columns(config: dict) -> tuple[str, list[str]]:
