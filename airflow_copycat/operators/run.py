@@ -17,10 +17,10 @@ from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..hooks.storage import resolve_storage_connections
 from ..runtime import connector_config, submit
-from ..runtime.executor import run_group
+from ..runtime.executor import run_group, task_scrubber
 from ..runtime.jobs import job_of
 from ..runtime.progress import GroupProgress
-from ..runtime.result import describe_group, failures
+from ..runtime.result import describe_group, failures, scrub_errors
 from ..runtime.spec import spec_of_group
 from . import metrics
 from ..hooks.secrets import connector_secrets
@@ -113,6 +113,8 @@ class CopycatRunTaskGroupOperator(BaseOperator):
 
     Returns the group result (XCom); fails if any task failed, after the others
     finished, so a retry of this task instance re-runs the group from committed offsets.
+    The error texts of the result (XCom ``failed_result``) and of the exception go through a
+    :class:`~airflow_copycat.connect.secrets.Scrubber` of the connector's and worker's secrets.
 
     The task instance has an extra link, "Spark application", to the Spark application that ran
     the group: its id and URL are pushed to XCom key ``spark_application`` (see
@@ -193,17 +195,13 @@ class CopycatRunTaskGroupOperator(BaseOperator):
                       len(group["tasks"]), " in process" if self.in_process else " on Spark")
         progress = GroupProgress(group, worker_props, self._log_progress, local=self.in_process)
         started = time.monotonic()
-        with progress:
-            if self.in_process:
-                result = run_group(group, progress.task_props, secrets, listener=progress.record)
-            elif self._spark_conn_type() == "spark_connect":
-                result = self._run_over_connect(group, progress.task_props, secrets, progress)
-                self._push_application(context, self._connect_application(result.pop("spark_application", None)))
-            else:
-                try:
-                    result = self._submit(group, progress.task_props, secrets)
-                finally:
-                    self._push_application(context, self._submitted_application())
+        hide = task_scrubber(secrets, worker_props)
+        try:
+            with progress:
+                result = self._run(context, group, progress, secrets)
+        except AirflowException as e:  # the Spark side failed as a whole: its text may quote a secret
+            raise AirflowException(hide(str(e))) from None
+        result = scrub_errors(result, hide)  # what Spark or an older runtime sent back, too
         self.log.info("%s", progress.final_line(result))
         metrics.group_finished(result, time.monotonic() - started, getattr(context.get("dag"), "dag_id", None))
         for t in result["tasks"]:
@@ -215,6 +213,19 @@ class CopycatRunTaskGroupOperator(BaseOperator):
             context["ti"].xcom_push(key="failed_result", value=result)
             raise AirflowException("copycat task(s) failed:\n" + "\n".join(failures([result])))
         return result
+
+    def _run(self, context, group: dict, progress: GroupProgress, secrets: dict) -> dict:
+        """The group's result, from running it in process, over Spark Connect or through spark-submit."""
+        if self.in_process:
+            return run_group(group, progress.task_props, secrets, listener=progress.record)
+        if self._spark_conn_type() == "spark_connect":
+            result = self._run_over_connect(group, progress.task_props, secrets, progress)
+            self._push_application(context, self._connect_application(result.pop("spark_application", None)))
+            return result
+        try:
+            return self._submit(group, progress.task_props, secrets)
+        finally:
+            self._push_application(context, self._submitted_application())
 
     def _push_application(self, context, app: dict | None) -> None:
         """XCom ``spark_application`` for the extra link (:mod:`.links`)."""

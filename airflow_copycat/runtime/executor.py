@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ..connect.secrets import Scrubber, is_secret_key
 from . import connector_config
 from .collector import task_collection
 from .jobs import job_of
 from .progress import task_progress
-from .result import group_result
+from .result import group_result, scrub_errors
 from .spec import ConnectorSpec, CopySpec, spec_of_group
 
 
@@ -27,7 +28,11 @@ def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any]
 
     When the runner asked for progress (``worker_props`` carry the run id of
     :class:`~.progress.GroupProgress`), the task publishes its progress while it runs: to
-    ``listener`` (the runner is this process), else to the worker's status topic."""
+    ``listener`` (the runner is this process), else to the worker's status topic.
+
+    Every error text of the result (a driver's or client's exception, which may quote a secret) is
+    passed through a :class:`~airflow_copycat.connect.secrets.Scrubber` of ``secrets``
+    (:func:`~.result.scrub_errors`) before the result leaves: to progress, result.json, XCom."""
     task = dict(task)
     task["config"] = connector_config.restore_secrets(task["config"], secrets or {})
     if spec is not None and not isinstance(spec, (ConnectorSpec, CopySpec)):
@@ -36,11 +41,18 @@ def run_task(task: Mapping[str, Any], kind: str, worker_props: Mapping[str, Any]
     result = None
     try:
         with task_collection():  # fewer, cheaper garbage collections while the task's loops run
-            result = job_of(kind).run_task(task, kind, worker_props, progress, spec=spec)
+            ran = job_of(kind).run_task(task, kind, worker_props, progress, spec=spec)
+        result = scrub_errors(ran, task_scrubber(secrets, worker_props))
         return result
     finally:
         if progress is not None:
             progress.close(result)
+
+
+def task_scrubber(secrets: Mapping[str, Any] | None, worker_props: Mapping[str, Any]) -> Scrubber:
+    """The :class:`~airflow_copycat.connect.secrets.Scrubber` of a task's error texts: the connector's
+    ``secrets`` (key -> value) and the worker properties named like secrets (``sasl.password``...)."""
+    return Scrubber([*(secrets or {}).values(), *(v for k, v in worker_props.items() if is_secret_key(str(k)))])
 
 
 def run_group(group: Mapping[str, Any], worker_props: Mapping[str, Any],

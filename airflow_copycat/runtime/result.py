@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..connect.assignment import canonical
 
@@ -103,6 +103,19 @@ class TaskStats:
         if self.metrics:
             out["metrics"] = self.metrics
         return out
+
+
+def scrub_errors(result: Any, scrub: Callable[[Any], str]) -> Any:
+    """A copy of a task or group result (any JSON-like value) with every ``error`` text in it passed
+    through ``scrub`` (a :class:`~airflow_copycat.connect.secrets.Scrubber`): a task's own error and
+    those deeper in it (a copy task's ``failed_files[].error``). Error texts are what a driver or client
+    said, and may quote a secret; everything else in a result the package wrote itself."""
+    if isinstance(result, dict):
+        return {k: scrub(v) if k == "error" and isinstance(v, str) else scrub_errors(v, scrub)
+                for k, v in result.items()}
+    if isinstance(result, list):
+        return [scrub_errors(v, scrub) for v in result]
+    return result
 
 
 _COUNTS = ("records", "bytes", "errors", "dead_lettered", "filtered", "retries")

@@ -151,6 +151,29 @@ def test_secrets_reach_the_task_but_no_xcom_file_or_log(
     assert password not in json.dumps(rendered)
 
 
+def test_a_task_error_quoting_a_secret_reaches_xcom_and_the_exception_scrubbed(
+        make_dag, run_dag, unique, test_worker_config):
+    # Given a connector whose client fails quoting its PASSWORD key's value, a name Airflow does not mask
+    credential = f"cred-{unique}-refused"
+    group = f"refused-{unique}"
+    config = {"name": group, "connector.class": "tests.support.airflow_connectors:RefusedSource",
+              "topic": f"refused-{unique}", "api.credential": credential}
+    dag = make_dag(f"refused_{unique}", config, in_process=True, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the run task fails with the client's error, the secret in it hidden: in XCom failed_result ...
+    assert result.states()[(f"{group}.run", 0)] == "failed"
+    failed = result.xcom(f"{group}.run", key="failed_result", map_index=0)
+    assert failed["tasks"][0]["error"] == f"PermissionError: the API refused credential {HIDDEN} (expired)"
+    for _, _, _, value in result.xcoms():
+        assert credential not in json.dumps(value)
+    # ... and in the exception that failed the task (its text, as the run printed it)
+    raised = [line for line in result.log.splitlines() if "task 0 of group 0:" in line]
+    assert raised and all(credential not in line and HIDDEN in line for line in raised)
+
+
 def test_finish_emits_an_asset_event_for_the_topic_through_the_connector_alias(
         make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
     # Given a file source DAG

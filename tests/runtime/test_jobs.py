@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_copycat.connect.secrets import HIDDEN, Scrubber
 from airflow_copycat.runtime.jobs import CONNECTOR_JOB, COPY_JOB, job_for_config, job_of
-from airflow_copycat.runtime.result import describe_group
+from airflow_copycat.runtime.result import describe_group, scrub_errors
 
 
 def test_each_kind_has_its_job_and_an_unknown_kind_is_named():
@@ -36,3 +37,16 @@ def test_the_jobs_differ_where_users_see_it():
                                             "dead_lettered": 0, "duration_s": 1.25, "error": None})
     assert line == ("task 2: ok, 5 records, 50 bytes, 0 tolerated errors (0 dead-lettered), 0 filtered, 1.2s"
                     ) and failed == []
+
+
+def test_every_error_text_of_a_task_result_is_scrubbed_a_copy_tasks_failed_files_too():
+    """A copy task's result carries an error per failed file besides its own (what the run operator
+    puts in XCom and the exception); each loses the secrets, nothing else changes."""
+    secret = "S3SecretKey888"
+    result = {"task": 0, "status": "failed", "error": f"OSError: signature of {secret} rejected",
+              "failed_files": [{"origin": "s3://b/a.csv", "dataset": "a", "error": f"403 for key {secret}"}],
+              "partitions": [{"partition": {"error": 1}, "records": 2}]}
+    scrubbed = scrub_errors(result, Scrubber([secret]))
+    assert scrubbed["error"] == f"OSError: signature of {HIDDEN} rejected"
+    assert scrubbed["failed_files"] == [{"origin": "s3://b/a.csv", "dataset": "a", "error": f"403 for key {HIDDEN}"}]
+    assert scrubbed["partitions"] == result["partitions"] and secret in result["error"]  # a copy

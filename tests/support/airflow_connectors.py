@@ -57,3 +57,26 @@ class CredentialTask(SourceTask):
         value = json.dumps({k: fingerprint(v) for k, v in self.secrets.items()}, sort_keys=True)
         return [SourceRecord(topic=self.topic, key_schema=None, key=None, value_schema=Schema.STRING, value=value,
                              source_partition={"credential": "check"}, source_offset={"done": True})]
+
+
+class RefusedSource(SourceConnector):
+    """A connector whose client library quotes the secret it was refused with: its one task fails in
+    ``start`` with an exception whose text holds ``api.credential`` as is (no URL, no ``password=``, so
+    only a scrubber told the value can hide it), as a driver's "authentication failed for ..." does."""
+
+    config_def = (ConfigDef().define("topic", ConfigType.STRING)
+                  .define("api.credential", ConfigType.PASSWORD))
+
+    def partitions(self):
+        return [{"credential": "check"}]
+
+    def task_class(self):
+        return RefusedTask
+
+
+class RefusedTask(SourceTask):
+    def start(self, config):
+        raise PermissionError(f"the API refused credential {config['api.credential']} (expired)")
+
+    def poll(self):
+        return None
