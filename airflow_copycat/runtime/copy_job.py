@@ -42,8 +42,10 @@ from typing import Any, Mapping
 
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException
+from ..connect.secrets import hide_url_passwords
 from ..distcp import config as copy_config
 from ..distcp.model import PLAN_FORMAT, CopyableFile, Staging, WorkUnit
+from . import connector_config
 from .connector_config import load_connector_config, redact
 from .json_files import write_json
 from .progress import TaskProgress
@@ -58,10 +60,10 @@ _PROGRESS_EVERY = 256 << 20
 
 
 def secret_keys(raw: Mapping[str, Any]) -> set[str]:
-    """Keys of a copy config whose values are secrets."""
-    from .worker import is_secret_key
-
-    return {k for k in raw if is_secret_key(k)} | {k for k in copy_config.COPY_CONFIG.secret_keys() if k in raw}
+    """Keys of a copy config whose values are secrets: the rule of connector configs
+    (:func:`.connector_config.secret_keys`: keys named like a secret, keys holding a URL with a
+    password) and the copy config's ``PASSWORD`` keys."""
+    return connector_config.secret_keys(raw, None) | {k for k in copy_config.COPY_CONFIG.secret_keys() if k in raw}
 
 
 def _options(value: Any) -> dict:
@@ -211,7 +213,7 @@ def _check_overlap(values, src_fs, src_root: str, tgt_fs, tgt_root: str) -> None
     elif src.startswith(tgt) and values.get("delete"):
         problem = "contains the source: with delete=true the copy would delete the source; copy into another tree"
     if problem:
-        raise ConfigException([ConfigProblem("target.url", values["target.url"], problem)],
+        raise ConfigException([ConfigProblem("target.url", hide_url_passwords(str(values["target.url"])), problem)],
                               context=f"copy {values['name']!r}")
 
 

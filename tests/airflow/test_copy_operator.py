@@ -62,3 +62,32 @@ def test_a_failed_file_fails_the_publish_after_publishing_the_other_datasets(mak
     assert (dst / "good" / "g.txt").read_bytes() == b"fine\n"
     assert not (dst / "bad").exists()
     assert str(src / "bad" / "b.txt.gz") in result.log
+
+
+def test_a_target_that_is_the_source_is_refused_without_quoting_the_urls_password(make_copy_dag, run_dag, tmp_path,
+                                                                                  unique):
+    """The overlap problem shows target.url with its password hidden, and the copy job's secrets (which the
+    operators register with Airflow's masker) include every key holding a URL with a password."""
+    from airflow.sdk.log import redact
+
+    from airflow_copycat.runtime.copy_job import secret_keys
+    from tests.support.sftp_server import start_sftp_server
+
+    root = tmp_path / "sftp-root"
+    (root / "data").mkdir(parents=True)
+    server, stop = start_sftp_server(root)
+    try:
+        # Given a copy job whose source and target are the same SFTP tree, its password in the URL
+        url = f"sftp://{server.username}:{server.password}@{server.host}:{server.port}/data"
+        config = {"name": f"self-{unique}", "source.url": url, "target.url": url}
+        assert secret_keys(config) == {"source.url", "target.url"}
+        # When it runs
+        result = run_dag(make_copy_dag(f"self_{unique}", config, in_process=True))
+    finally:
+        stop()
+    # Then the plan is refused naming target.url, whose password shows [hidden] even before Airflow's masking
+    assert result.states()[(f"self-{unique}.plan", -1)] == "failed"
+    assert f"target.url='sftp://copycat:[hidden]@{server.host}:{server.port}/data': is the source itself" in result.log
+    assert server.password not in result.log
+    # ... and the URL was registered with the masker
+    assert server.password not in redact(f"copy to {url}")
