@@ -18,12 +18,12 @@ from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
 from . import lineage, metrics
 from .finish import asset_alias
-from ..hooks.secrets import connector_secrets
+from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
 from ..hooks.storage import resolve_storage_connections
 from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 
-class CopycatCopyPlanOperator(BaseOperator):
+class CopycatCopyPlanOperator(MasksRenderedSecrets, BaseOperator):
     """Plans a copy job: replays a leftover publish log, lists the datasets, diffs them
     with the target and packs the work into task groups (see
     :func:`airflow_copycat.runtime.copy_job.make_copy_plan`). The full plan is written
@@ -37,6 +37,7 @@ class CopycatCopyPlanOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("copy_config", "max_tasks", "max_groups")
+    config_fields = ("copy_config",)  # its secrets are masked in the rendered fields
     template_fields_renderers = {"copy_config": "json"}
     ui_color = "#d8e8f8"
 
@@ -67,7 +68,7 @@ class CopycatCopyPlanOperator(BaseOperator):
         return plan["groups"]
 
 
-class CopycatCopyPublishOperator(BaseOperator):
+class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
     """Publishes every dataset whose files all copied, each atomically through its
     write-ahead log, and records the summary (XCom): bytes, files and throughput per
     dataset and per task, what was reused from staging, what failed. Emits an Airflow
@@ -85,6 +86,7 @@ class CopycatCopyPublishOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("copy_config",)
+    config_fields = ("copy_config",)  # its secrets are masked in the rendered fields
     ui_color = "#d8f0d8"
 
     def __init__(self, *, copy_config: dict[str, Any] | str, plan_task_id: str, run_task_id: str, name: str,

@@ -9,6 +9,7 @@ from airflow.exceptions import AirflowException
 from airflow.sdk import Asset, AssetAlias, BaseOperator, TriggerRule
 
 from ..hooks.kafka import CopycatKafkaHook
+from ..hooks.secrets import MasksRenderedSecrets
 from ..runtime import windows
 from ..runtime.offsets import offset_store
 from ..runtime.result import summarize
@@ -20,7 +21,7 @@ def asset_alias(connector: str) -> AssetAlias:
     return AssetAlias(name=f"copycat/{connector}")
 
 
-class CopycatFinishOperator(BaseOperator):
+class CopycatFinishOperator(MasksRenderedSecrets, BaseOperator):
     """Aggregates the results of a run's task groups and records them.
 
     Returns (XCom) the run summary of :func:`airflow_copycat.runtime.result.summarize`:

@@ -15,6 +15,7 @@ except ImportError:  # Airflow < 3.1
 
 from ..connect.errors import ConfigException
 from ..hooks.kafka import CopycatKafkaHook
+from ..hooks.secrets import MasksRenderedSecrets
 from ..runtime import offset_admin
 from ..runtime.offsets import offset_store
 
@@ -22,7 +23,7 @@ IN_PROGRESS_STATES = offset_admin.IN_PROGRESS_STATES
 """DAG run states during which a connector's offsets must not change (see :mod:`..runtime.offset_admin`)."""
 
 
-class CopycatOffsetsOperator(BaseOperator):
+class CopycatOffsetsOperator(MasksRenderedSecrets, BaseOperator):
     """Lists, resets or deletes committed source offsets of one connector -- the maintenance
     task behind ``dags/copycat_offsets.py`` (Kafka Connect's KIP-875 offsets API, for Airflow).
 

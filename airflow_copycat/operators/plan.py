@@ -21,10 +21,10 @@ from ..hooks.kafka import CopycatKafkaHook
 from ..hooks.storage import resolve_storage_connections
 from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
-from ..hooks.secrets import connector_secrets
+from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
 
 
-class CopycatPlanOperator(BaseOperator):
+class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
     """Turns a connector config into a plan (see :mod:`airflow_copycat.runtime.plan`).
 
     Pushes the whole plan to XCom under key ``plan`` and returns its list of task
@@ -61,6 +61,7 @@ class CopycatPlanOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "worker_config", "max_tasks", "max_groups", "window")
+    config_fields = ("connector_config",)  # their secrets are masked in the rendered fields
     template_fields_renderers = {"connector_config": "json", "worker_config": "json"}
     ui_color = "#d8e8f8"
 

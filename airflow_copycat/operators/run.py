@@ -23,7 +23,7 @@ from ..runtime.progress import GroupProgress
 from ..runtime.result import describe_group, failures, scrub_errors
 from ..runtime.spec import spec_of_group
 from . import metrics
-from ..hooks.secrets import connector_secrets
+from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
 from .links import SPARK_APPLICATION_KEY, UI_URL_EXTRA, SparkApplicationLink, application_url
 
 
@@ -94,7 +94,7 @@ def submit_hook_class() -> type:
     return SubmitHook
 
 
-class CopycatRunTaskGroupOperator(BaseOperator):
+class CopycatRunTaskGroupOperator(MasksRenderedSecrets, BaseOperator):
     """Runs the tasks of one group: each task config is one Spark task of one DataFrame job.
 
     How depends on the type of the connection ``spark_conn_id``:
@@ -150,6 +150,7 @@ class CopycatRunTaskGroupOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("group", "connector_config", "worker_config", "spark_conf")
+    config_fields = ("connector_config",)  # their secrets are masked in the rendered fields
     ui_color = "#f8e8c8"
     operator_extra_links = (SparkApplicationLink(),)
 

@@ -17,7 +17,7 @@ except ImportError:  # Airflow < 3.1
 from ..connect.connector import SinkConnector
 from ..connect.errors import ConfigException
 from ..hooks.kafka import CopycatKafkaHook
-from ..hooks.secrets import connector_secrets
+from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
 from ..runtime import connector_config as cc
 from ..runtime.discovery import check_config, compare, plan_partitions
 from ..runtime.worker import is_secret_key
@@ -27,7 +27,7 @@ from ..triggers.partitions import DB_CONN_ID_KEY, CopycatPartitionTrigger, disco
 _FROM_DB_CONNECTION = {"connection.url", "connection.user", "connection.password"}
 
 
-class CopycatPartitionSensor(BaseSensorOperator):
+class CopycatPartitionSensor(MasksRenderedSecrets, BaseSensorOperator):
     """Waits until a connector's partitions differ from those of its last plan.
 
     Partitions are what the plan would spread over tasks: for a source, what its
@@ -66,6 +66,7 @@ class CopycatPartitionSensor(BaseSensorOperator):
     """
 
     template_fields: Sequence[str] = ("connector_config", "plan_task_id", "worker_config")
+    config_fields = ("connector_config",)  # their secrets are masked in the rendered fields
     template_fields_renderers = {"connector_config": "json", "worker_config": "json"}
     ui_color = "#e0ecf8"
 

@@ -151,6 +151,120 @@ def test_secrets_reach_the_task_but_no_xcom_file_or_log(
     assert password not in json.dumps(rendered)
 
 
+_DAG_TEST_IN_A_FRESH_PROCESS = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+run = module.dag.test()
+print(json.dumps({"run_id": run.run_id, "state": str(getattr(run.state, "value", run.state))}))
+"""
+
+
+def _rendered_fields(dag_id: str, run_id: str) -> dict[tuple[str, int], str]:
+    """``{(task_id, map_index): rendered fields as stored, JSON}`` of every task instance of a run."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(RenderedTaskInstanceFields).filter_by(dag_id=dag_id, run_id=run_id).all()
+        return {(r.task_id, r.map_index): json.dumps(r.rendered_fields, default=str) for r in rows}
+
+
+def test_the_configs_secrets_are_masked_in_the_rendered_fields_airflow_stores_before_execute(
+        make_dag, unique, test_worker_config):
+    """Airflow stores a task's rendered template fields (the UI's "Rendered Template") before execute()
+    runs. Each task runs in a fresh process, as a real worker's do, so no earlier task of the run has
+    registered the secrets: the operators must do it when the fields are rendered."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # Given secrets Airflow does not know by name: a PASSWORD key, a URL password (no user name), a
+    # schema registry's user info, storage options as JSON text, and a worker property named like a secret
+    credential, url_pw, info, option, worker_info = (f"{what}-{unique}-value" for what in
+                                                     ("cred", "urlpw", "info", "opt", "winfo"))
+    group = f"rendered-{unique}"
+    config = {"name": group, "connector.class": "tests.support.airflow_connectors:CredentialSource",
+              "topic": f"rendered-{unique}", "api.credential": credential,
+              "callback.url": f"https://:{url_pw}@hooks.example/notify",
+              "value.converter.basic.auth.user.info": f"sr:{info}",
+              "store.options": json.dumps({"region": "eu-west-1", "secret": option})}
+    worker_config = {**test_worker_config, "value.converter.basic.auth.user.info": f"w:{worker_info}"}
+    dag = make_dag(f"rendered_{unique}", config, in_process=True, worker_config=worker_config)
+    dag_file = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / f"rendered_{unique}.py"
+
+    # When the DAG runs in a fresh interpreter
+    proc = subprocess.run([sys.executable, "-c", _DAG_TEST_IN_A_FRESH_PROCESS, str(dag_file)], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert run["state"] == "success", proc.stdout[-3000:]
+
+    # Then the rendered fields stored for the plan, the (mapped) run and the finish tasks hold no secret
+    rendered = _rendered_fields(dag.dag_id, run["run_id"])
+    assert {(f"{group}.plan", -1), (f"{group}.run", 0), (f"{group}.finish", -1)} <= set(rendered)
+    for task, fields in rendered.items():
+        for secret in (credential, url_pw, info, option, worker_info):
+            assert secret not in fields, (task, secret)
+    assert '"callback.url": "***"' in rendered[(f"{group}.plan", -1)]
+    assert "***" in rendered[(f"{group}.run", 0)]
+
+
+_RENDER_IN_A_FRESH_PROCESS = """
+import json, sys
+from airflow.sdk.execution_time.task_runner import _serialize_rendered_fields
+from airflow_copycat.operators.copy import CopycatCopyPlanOperator, CopycatCopyPublishOperator
+from airflow_copycat.operators.finish import CopycatFinishOperator
+from airflow_copycat.operators.run import CopycatRunTaskGroupOperator
+from airflow_copycat.sensors.partitions import CopycatPartitionSensor
+connector, copy, worker = (json.loads(a) for a in sys.argv[1:4])
+operators = [
+    CopycatRunTaskGroupOperator(task_id="run", group={"group": 0}, connector_config=connector, worker_config=worker),
+    CopycatPartitionSensor(task_id="sensor", connector_config=connector, worker_config=worker),
+    CopycatFinishOperator(task_id="finish", plan_task_id="p", run_task_id="r", connector="c", worker_config=worker),
+    CopycatCopyPlanOperator(task_id="copy_plan", copy_config=copy),
+    CopycatCopyPublishOperator(task_id="copy_publish", copy_config=copy, plan_task_id="p", run_task_id="r", name="c"),
+]
+out = {}
+for op in operators:  # what the task runner does before execute(): render, then serialise for storage
+    op.render_template_fields({})
+    out[op.task_id] = _serialize_rendered_fields(op)
+print(json.dumps(out))
+"""
+
+
+def test_every_operator_and_the_sensor_mask_their_configs_secrets_when_rendered(unique):
+    """The run, copy plan, copy publish and finish operators and the partition sensor, each alone in a
+    fresh interpreter (as in a task process): the fields the task runner would store hold no secret."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    secrets = {what: f"{what}-{unique}-value" for what in ("cred", "jaas", "info", "urlpw", "s3", "age", "worker")}
+    connector = {"name": "x", "connector.class": "JdbcSource",
+                 "connection.url": f"postgresql://:{secrets['urlpw']} x@127.0.0.1:5432/test",
+                 "sasl.jaas.config": f'PlainLoginModule required username="u" password="{secrets["jaas"]}";',
+                 "value.converter.basic.auth.user.info": f"sr:{secrets['info']}", "api.credential": secrets["cred"]}
+    copy = {"name": "c", "source.url": "s3://bucket/in", "target.url": f"sftp://m:{secrets['urlpw']}@host/out",
+            "source.options": json.dumps({"key": "AKIAEXAMPLE", "secret": secrets["s3"]}),
+            "encryption.identity": f"AGE-SECRET-KEY-{secrets['age']}"}
+    worker = {"sasl.jaas.config": f'... password="{secrets["worker"]}";', "bootstrap.servers": "h:9092"}
+    proc = subprocess.run([sys.executable, "-c", _RENDER_IN_A_FRESH_PROCESS, json.dumps(connector), json.dumps(copy),
+                           json.dumps(worker)], capture_output=True, text=True, timeout=180,
+                          cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stored = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(stored) == {"run", "sensor", "finish", "copy_plan", "copy_publish"}
+    for task, fields in stored.items():
+        text = json.dumps(fields)
+        assert "***" in text, task
+        for secret in secrets.values():
+            assert secret not in text, (task, secret)
+    assert stored["copy_plan"]["copy_config"]["source.url"] == "s3://bucket/in"  # no secret: shown
+    assert stored["run"]["worker_config"]["bootstrap.servers"] == "h:9092"
+
+
 def test_a_task_error_quoting_a_secret_reaches_xcom_and_the_exception_scrubbed(
         make_dag, run_dag, unique, test_worker_config):
     # Given a connector whose client fails quoting its PASSWORD key's value, a name Airflow does not mask
