@@ -14,6 +14,7 @@ except ImportError:  # Airflow < 3.1
     from airflow.exceptions import AirflowFailException
 
 from ..connect.errors import ConfigException
+from ..connect.secrets import Scrubber
 from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
 from . import lineage, metrics
@@ -68,6 +69,10 @@ class CopycatCopyPlanOperator(MasksRenderedSecrets, BaseOperator):
         return plan["groups"]
 
 
+FAILED_SUMMARY_KEY = "failed_summary"
+"""XCom key of a failed publish's summary (a successful one's is its return value)."""
+
+
 class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
     """Publishes every dataset whose files all copied, each atomically through its
     write-ahead log, and records the summary (XCom): bytes, files and throughput per
@@ -77,7 +82,7 @@ class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
     with the OpenLineage provider installed, the task's OpenLineage events name the same datasets as
     outputs, ``<source.url>/<dataset>`` as inputs, with their file and byte counts. Fails, after
     publishing the others, when a dataset could not be published (its files stay staged for the
-    next run to reuse). Runs once the run tasks are done, also when one failed (trigger rule
+    next run to reuse); the summary is then in XCom key ``failed_summary``. Runs once the run tasks are done, also when one failed (trigger rule
     ``all_done``): what the other groups staged is published; the failed group's datasets are not.
 
     :param copy_config: the job's config (its secrets open the target). (templated)
@@ -105,7 +110,7 @@ class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
         raw = load_connector_config(self.copy_config)
         connector_secrets(raw)
         raw = resolve_storage_connections(raw)
-        connector_secrets(raw)
+        hide = Scrubber(connector_secrets(raw).values())
         plan = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
         if not plan:
             raise AirflowException(f"no plan in XCom of task {self.plan_task_id} (did planning fail?)")
@@ -113,6 +118,7 @@ class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
         if isinstance(results, dict):
             results = [results]
         summary = copy_job.publish_copy(plan, [r for r in results if r], raw)
+        summary["failures"] = [hide(f) for f in summary["failures"]]  # a filesystem's text may quote a secret
         self._lineage_run = (plan, summary)  # for get_openlineage_facets_on_complete / _on_failure
         for line in copy_job.summary_lines(summary):
             self.log.info("%s", line)
@@ -127,6 +133,7 @@ class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
                     "deleted": deleted.get(d.dataset, 0)})
         metrics.copy_finished(summary, getattr(context.get("dag"), "dag_id", None))
         if summary["status"] != "ok":
+            ti.xcom_push(key=FAILED_SUMMARY_KEY, value=summary)  # what was published, and what failed
             raise AirflowException("copy failed:\n" + "\n".join(summary["failures"]))
         return summary
 

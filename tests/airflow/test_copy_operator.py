@@ -62,6 +62,10 @@ def test_a_failed_file_fails_the_publish_after_publishing_the_other_datasets(mak
     assert (dst / "good" / "g.txt").read_bytes() == b"fine\n"
     assert not (dst / "bad").exists()
     assert str(src / "bad" / "b.txt.gz") in result.log
+    # ... and the publish task's summary, what was published and what failed, is in XCom before it failed
+    summary = result.xcom(f"corrupt-{unique}.publish", key="failed_summary")
+    assert summary["status"] == "failed" and summary["published"] == ["good"] and summary["not_published"] == ["bad"]
+    assert any(str(src / "bad" / "b.txt.gz") in f for f in summary["failures"])
 
 
 def test_a_target_that_is_the_source_is_refused_without_quoting_the_urls_password(make_copy_dag, run_dag, tmp_path,
