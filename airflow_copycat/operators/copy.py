@@ -21,6 +21,7 @@ from . import lineage, metrics
 from .finish import asset_alias
 from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
 from ..hooks.storage import resolve_storage_connections
+from .plan import count_params, load_config_or_fail
 from .run import MAP_INDEX_TEMPLATE, CopycatRunTaskGroupOperator
 
 
@@ -50,13 +51,15 @@ class CopycatCopyPlanOperator(MasksRenderedSecrets, BaseOperator):
         self.max_groups = max_groups
 
     def execute(self, context) -> list[dict]:
-        raw = load_connector_config(self.copy_config)
+        raw = load_config_or_fail(self.copy_config, "copy_config")
         connector_secrets(raw)
         try:
             raw = resolve_storage_connections(raw)  # source.url / target.url naming Airflow connections
             connector_secrets(raw)
-            plan = copy_job.make_copy_plan(raw, max_tasks=_optional_int(self.max_tasks),
-                                           max_groups=_optional_int(self.max_groups))
+            counts, problems = count_params(max_tasks=self.max_tasks, max_groups=self.max_groups)
+            if problems:
+                raise ConfigException(problems, context=f"copy {raw.get('name')!r}")
+            plan = copy_job.make_copy_plan(raw, **counts)
         except ConfigException as e:
             raise AirflowFailException(str(e)) from None
         self.log.info("Planned copy %s: %d file(s), %d to copy (%d bytes), %d up to date, %d to delete; "
@@ -183,6 +186,3 @@ def copy_task_group(copy_config: dict[str, Any] | str, *, group_id: str | None =
         plan >> publish  # publish also runs when nothing needed copying (deletes, leftover logs)
     return group
 
-
-def _optional_int(value: Any) -> int | None:
-    return None if value in (None, "") else int(value)

@@ -15,10 +15,11 @@ except ImportError:  # Airflow < 3.1
 
 from ..connect.config import ConfigProblem
 from ..connect.connector import WINDOW_END_KEY, WINDOW_START_KEY
-from ..connect.errors import ConfigException
+from ..connect.errors import ConfigException, ConnectException
 from ..hooks.database import resolve_db_connection
 from ..hooks.kafka import CopycatKafkaHook
 from ..hooks.storage import resolve_storage_connections
+from ..runtime import connector_config
 from ..runtime.connector_config import load_connector_config
 from ..runtime.plan import make_plan
 from ..hooks.secrets import MasksRenderedSecrets, connector_secrets
@@ -92,8 +93,8 @@ class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
 
     def execute(self, context) -> list[dict]:
         ti = context["ti"]
+        raw = load_config_or_fail(self.connector_config, "connector_config")
         try:
-            raw = load_connector_config(self.connector_config)
             connector_secrets(raw)  # masked in this task's log, even in an error message
             raw = resolve_storage_connections(resolve_db_connection(raw))
         except ConfigException as e:
@@ -109,13 +110,11 @@ class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
             # it, include_prior_dates returns a list of every earlier run's.
             previous = ti.xcom_pull(task_ids=self.task_id, key=LIVE_ASSIGNMENT_KEY, include_prior_dates=True,
                                     map_indexes=-1) if live else None
-            plan = make_plan(
-                raw,
-                worker,
-                max_tasks=_optional_int(self.max_tasks),
-                max_groups=_optional_int(self.max_groups),
-                previous=previous if isinstance(previous, dict) else None,
-            )
+            counts, problems = count_params(max_tasks=self.max_tasks, max_groups=self.max_groups)
+            if problems:  # reported with every problem of the config
+                problems += connector_config.validate(raw)[2]
+                raise ConfigException(problems, context=f"connector {raw.get('name')!r}")
+            plan = make_plan(raw, worker, **counts, previous=previous if isinstance(previous, dict) else None)
         except ConfigException as e:
             raise AirflowFailException(str(e)) from None
         tasks = sum(len(g["tasks"]) for g in plan["groups"])
@@ -175,6 +174,24 @@ def windowed(raw: dict[str, Any], mode: str, context) -> dict[str, Any]:
     return dict(raw, **{WINDOW_START_KEY: start.isoformat(), WINDOW_END_KEY: end.isoformat()})
 
 
-def _optional_int(value: Any) -> int | None:
-    """A templated count: rendered templates are strings; ``None`` or ``""`` means not set."""
-    return None if value in (None, "") else int(value)
+def count_params(**params: Any) -> tuple[dict[str, int | None], list[ConfigProblem]]:
+    """Templated counts (``max_tasks=...``): rendered templates are strings; ``None`` or ``""`` means not
+    set. Returns the counts and a problem naming each parameter that is not an integer (its count ``None``)."""
+    counts: dict[str, int | None] = {}
+    problems: list[ConfigProblem] = []
+    for name, value in params.items():
+        try:
+            counts[name] = None if value in (None, "") else int(value)
+        except (TypeError, ValueError):
+            counts[name] = None
+            problems.append(ConfigProblem(name, value, "must be an integer"))
+    return counts, problems
+
+
+def load_config_or_fail(source: Any, param: str) -> dict[str, Any]:
+    """The flat config of operator parameter ``param`` (a dict, JSON text or a file path); a config
+    that cannot be read fails the task at once (``AirflowFailException``: a retry reads the same)."""
+    try:
+        return load_connector_config(source)
+    except (ConnectException, ValueError) as e:  # no such file, not JSON/YAML, not a mapping
+        raise AirflowFailException(f"{param} cannot be read: {type(e).__name__}: {e}") from None

@@ -102,6 +102,51 @@ def test_invalid_config_fails_the_plan_with_every_problem_and_runs_nothing(
     assert [k for _, _, k, _ in result.xcoms()] == []
 
 
+def test_a_bad_max_tasks_is_named_with_the_configs_problems_and_fails_without_retries(
+        make_dag, run_dag, tmp_path, unique, test_worker_config):
+    # Given a DAG whose templated max_tasks renders to text, whose config also has a bad key, and which
+    # would be retried twice
+    group = f"count-{unique}"
+    config = {"name": group, "connector.class": SOURCE, "file": str(tmp_path / "x.log"), "topic": "t",
+              "tasks.max": 0}
+    dag = make_dag(f"count_{unique}", config, params={"n": "abc"}, max_tasks="{{ params.n }}",
+                   default_args={"retries": 2, "retry_delay": 1}, worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the plan fails once, naming the parameter and the config's problem together
+    assert result.states()[(f"{group}.plan", -1)] == "failed"
+    assert result.try_number(f"{group}.plan") == 1
+    assert "2 problem(s)" in result.log
+    assert "max_tasks='abc': must be an integer" in result.log and "tasks.max=0: must be at least 1" in result.log
+
+
+def test_a_config_that_cannot_be_read_fails_the_plan_without_retries(run_dag, unique, kafka_conn):
+    # Given a plan operator (used directly) whose connector config is JSON text that is not JSON, retried twice
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / f"unreadable_{unique}.py"
+    path.write_text(f"""
+import pendulum
+from airflow.sdk import DAG
+from airflow_copycat.operators.plan import CopycatPlanOperator
+
+with DAG(dag_id="unreadable_{unique}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    CopycatPlanOperator(task_id="plan", connector_config="{{not json", retries=2, retry_delay=1)
+""", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"unreadable_{unique}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    # When it runs, Then the plan fails once, saying which parameter cannot be read
+    result = run_dag(module.dag)
+    assert result.states()[("plan", -1)] == "failed"
+    assert result.try_number("plan") == 1
+    assert "connector_config cannot be read: JSONDecodeError" in result.log
+
+
 def test_secrets_reach_the_task_but_no_xcom_file_or_log(
         make_dag, run_dag, tmp_path, unique, kafka_bootstrap, read_topic, test_worker_config):
     # Given a connector with a PASSWORD key Airflow does not know by name, and a pass-through
