@@ -172,10 +172,10 @@ def validate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], type, list[ConfigP
             except ConnectException as e:
                 problems.append(ConfigProblem(side, raw[side], str(e)))
     problems += check_transforms(raw)
-    return values, cls, _hide_secrets(problems, raw, secret_keys(raw, cls))
+    return values, cls, hide_secrets(problems, raw, secret_keys(raw, cls))
 
 
-def _hide_secrets(problems: list[ConfigProblem], raw: Mapping[str, Any], secrets: set[str]) -> list[ConfigProblem]:
+def hide_secrets(problems: list[ConfigProblem], raw: Mapping[str, Any], secrets: set[str]) -> list[ConfigProblem]:
     """Problems with secret values replaced by ``[hidden]``, in the value and in the message
     (validators may quote the value they reject)."""
     hide = Scrubber(raw[k] for k in secrets)

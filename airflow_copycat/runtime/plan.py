@@ -102,23 +102,30 @@ def make_plan(
     with no problem (the ``copycat`` command checks every config before it plans any): it is not
     validated again; ``None`` (Airflow): it is validated here."""
     raw = connector_config.load_connector_config(raw_config)
-    values, cls = validated if validated is not None else connector_config.parse(raw)
+    if validated is None:
+        values, cls, problems = connector_config.validate(raw)
+        if problems:  # with what the Kafka clients and the worker's converters reject: every problem at once
+            if cls is not None:
+                problems += client_problems(raw, cls, worker)
+            raise ConfigException(problems, context=f"connector {raw.get('name')!r}" if raw.get("name") else None)
+    else:
+        values, cls = validated
     name = values["name"]
     tasks_max = int(values["tasks.max"] if max_tasks is None else max_tasks)
     groups_max = int(values["copycat.groups.max"] if max_groups is None else max_groups)
-    if tasks_max < 1 or groups_max < 1:
-        raise ConfigException([ConfigProblem("max_tasks" if tasks_max < 1 else "max_groups",
-                                             min(tasks_max, groups_max), "must be at least 1")], context=f"connector {name!r}")
+    problems = [ConfigProblem(param, n, "must be at least 1")
+                for param, n in (("max_tasks", tasks_max), ("max_groups", groups_max)) if n < 1]
     secrets = connector_config.secret_keys(raw, cls)
     plan_id = str(plan_id or windows.new_plan_id())
     bounds = window_bounds(values)  # the window, read once here: every later step reads the spec's
     window = None if bounds is None else Window(bounds[0], bounds[1], windows.namespace(name, bounds, plan_id))
     if window and issubclass(cls, SinkConnector):
-        raise ConfigException([ConfigProblem(WINDOW_START_KEY, values.get(WINDOW_START_KEY),
-                                             "sink connectors do not run windows (backfills): a sink copies what its "
-                                             "topics hold past its committed offsets; run it without a window")],
-                              context=f"connector {name!r}")
-    _check_clients(values, worker, issubclass(cls, SinkConnector))
+        problems.append(ConfigProblem(WINDOW_START_KEY, values.get(WINDOW_START_KEY),
+                                      "sink connectors do not run windows (backfills): a sink copies what its "
+                                      "topics hold past its committed offsets; run it without a window"))
+    problems += client_problems(values, cls, worker)
+    if problems:
+        raise ConfigException(problems, context=f"connector {name!r}")
     connector = start_connector(cls, values, worker)
     try:
         if not issubclass(cls, SinkConnector):
@@ -195,34 +202,49 @@ def assign_sink_tasks(base_cfgs: list[dict], tps, previous_assignment: list[list
     return [dict(base_cfgs[i], **{ASSIGNED_PARTITIONS_KEY: json.dumps(g)}) for i, g in enumerate(groups)]
 
 
-def _check_clients(values: Mapping[str, Any], worker: WorkerConfig, sink: bool) -> None:
-    """Fail at plan time, not inside Spark, on Kafka client settings librdkafka rejects and on
-    the worker's converters that cannot be configured (a converter the connector config sets was
-    built once already, by :func:`.connector_config.validate`). Building a client checks its
-    settings without waiting for a connection."""
-    from confluent_kafka import KafkaException, Producer
-
+def client_problems(config: Mapping[str, Any], cls: type, worker: WorkerConfig) -> list[ConfigProblem]:
+    """What would fail at plan time rather than inside Spark: the worker's converters that cannot be
+    configured (a converter the connector config sets was built once already, by
+    :func:`.connector_config.validate`) and Kafka client settings librdkafka rejects -- each
+    ``producer.override.*`` (a sink: ``consumer.override.*``) key it rejects on its own named with its
+    value, else the worker's settings as a whole. Building a client checks its settings without
+    waiting for a connection. ``config``: the connector's values, or its raw config when it did not
+    validate. Secret values and their quotes in messages read ``[hidden]``."""
+    sink = issubclass(cls, SinkConnector)
     problems: list[ConfigProblem] = []
     for is_key in (True, False):
-        if values.get("key.converter" if is_key else "value.converter"):
+        side = "key.converter" if is_key else "value.converter"
+        if config.get(side):
             continue
         try:
-            plugins.make_converter(values, worker.props, is_key)
+            plugins.make_converter(config, worker.props, is_key)
         except Exception as e:
-            side = "key.converter" if is_key else "value.converter"
-            problems.append(ConfigProblem(side, values.get(side) or worker.props.get(side), f"cannot be configured: {e}"))
+            problems.append(ConfigProblem(side, worker.props.get(side), f"cannot be configured: {e}"))
     prefix = "consumer.override." if sink else "producer.override."
-    overrides = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+    overrides = {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
+    error = _client_error(worker, sink, overrides)
+    if error is not None:
+        rejected = {k: e for k, e in ((k, _client_error(worker, sink, {k: v})) for k, v in overrides.items()) if e}
+        problems += [ConfigProblem(prefix + k, overrides[k], f"rejected by the Kafka client: {e}")
+                     for k, e in rejected.items()]
+        if not rejected:
+            problems.append(ConfigProblem(prefix + "* / worker " + prefix.split(".")[0] + ".*", None,
+                                          f"rejected by the Kafka client: {error}"))
+    return connector_config.hide_secrets(problems, config, connector_config.secret_keys(config, cls))
+
+
+def _client_error(worker: WorkerConfig, sink: bool, overrides: Mapping[str, Any]) -> str | None:
+    """Why librdkafka refuses to build the connector's client with ``overrides``; ``None``: it builds."""
+    from confluent_kafka import KafkaException, Producer
+
     try:
         if sink:
-            Consumer(worker.consumer_config("copycat-config-check", overrides)).close()
+            Consumer(worker.consumer_config("copycat-config-check", dict(overrides))).close()
         else:
-            Producer(worker.producer_config(overrides)).flush(0)
+            Producer(worker.producer_config(dict(overrides))).flush(0)
     except (KafkaException, ValueError, TypeError) as e:
-        problems.append(ConfigProblem(prefix + "* / worker " + prefix.split(".")[0] + ".*", None,
-                                      f"rejected by the Kafka client: {e}"))
-    if problems:
-        raise ConfigException(problems, context=f"connector {values.get('name')!r}")
+        return str(e)
+    return None
 
 
 def _window_problems(connector, values: Mapping[str, Any]) -> list[ConfigProblem]:

@@ -131,7 +131,7 @@ def test_properties_files_parse_as_java_does(tmp_path):
 def test_a_validator_quoting_a_secret_does_not_leak_it():
     from airflow_copycat.connect.config import ConfigProblem
 
-    hidden = connector_config._hide_secrets(
+    hidden = connector_config.hide_secrets(
         [ConfigProblem("api.token", "hunter2-token", "must start with 'tok-', got 'hunter2-token'")],
         {"api.token": "hunter2-token"}, {"api.token"})
     assert "hunter2" not in str(hidden[0]) and "[hidden]" in str(hidden[0])
@@ -203,3 +203,28 @@ def test_ordinary_key_names_are_not_secret(key):
     from airflow_copycat.runtime.worker import is_secret_key
 
     assert not is_secret_key(key)
+
+
+def test_a_plan_names_every_problem_at_once_the_kafka_clients_and_converters_too(tmp_path, kafka_bootstrap):
+    """Config problems, each override key librdkafka rejects (named with its value), and a worker converter
+    that cannot be built: one ConfigException holds them all, not one stage at a time."""
+    from airflow_copycat.runtime.plan import make_plan
+    from airflow_copycat.runtime.worker import WorkerConfig
+
+    worker = WorkerConfig({"bootstrap.servers": kafka_bootstrap, "value.converter": "no.such.Converter"}, env={})
+    config = {"name": "every", "connector.class": "FileStreamSource", "file": str(tmp_path / "x.log"), "topic": "t",
+              "tasks.max": 0, "producer.override.acks": "banana", "producer.override.linger.ms": "soon"}
+    with pytest.raises(ConfigException) as raised:
+        make_plan(config, worker)
+    named = sorted(p.key for p in raised.value.problems)
+    assert named == ["producer.override.acks", "producer.override.linger.ms", "tasks.max", "value.converter"]
+    shown = str(raised.value)
+    assert "producer.override.acks='banana': rejected by the Kafka client" in shown
+    assert "value.converter='no.such.Converter': cannot be configured" in shown
+
+    # and with a valid config the clients' problems still come together, each key named
+    del config["tasks.max"]
+    with pytest.raises(ConfigException) as raised:
+        make_plan(config, worker)
+    assert sorted(p.key for p in raised.value.problems) == ["producer.override.acks", "producer.override.linger.ms",
+                                                            "value.converter"]
