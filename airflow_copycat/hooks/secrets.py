@@ -33,21 +33,22 @@ from ..runtime.jobs import job_for_config
 __all__ = ["MasksRenderedSecrets", "connector_secrets", "mask_secret", "mask_value", "worker_secrets"]
 
 
-def _secret_texts(value: Any) -> list[str]:
+def _secret_texts(value: Any, *, inside: bool = False) -> list[str]:
     """The texts of a secret value to mask: the value as text, each URL password in it, and -- a JSON
-    object or array (storage options), as text or not -- each string inside it."""
+    object or array (storage options), as text or not -- each string inside it (not the numbers and
+    flags inside it: a port or a timeout masked in every log line would garble them)."""
     value = getattr(value, "value", value)  # a Password
     if isinstance(value, str):
         try:
             doc = json.loads(value) if value.lstrip()[:1] in ("{", "[") else None
         except ValueError:
             doc = None
-        return [value, *url_passwords(value), *(_secret_texts(doc) if doc is not None else [])]
+        return [value, *url_passwords(value), *(_secret_texts(doc, inside=True) if doc is not None else [])]
     if isinstance(value, Mapping):
-        return [t for v in value.values() for t in _secret_texts(v)]
+        return [t for v in value.values() for t in _secret_texts(v, inside=True)]
     if isinstance(value, (list, tuple, set)):
-        return [t for v in value for t in _secret_texts(v)]
-    return [] if value is None else [str(value)]
+        return [t for v in value for t in _secret_texts(v, inside=True)]
+    return [] if value is None or inside else [str(value)]
 
 
 def mask_value(value: Any) -> None:
