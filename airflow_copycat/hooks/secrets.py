@@ -102,6 +102,11 @@ class MasksRenderedSecrets:
         if parent is self:
             self.mask_rendered_secrets()
 
+    def rendered_secret_keys(self) -> Iterable[str] | None:
+        """The secret keys of the config fields when the task knows them already (the run task: its
+        group's spec); ``None``: the job names them (:func:`connector_secrets`)."""
+        return None
+
     def mask_rendered_secrets(self) -> None:
         """Register the secrets of the (rendered) config and worker fields with Airflow's masker."""
         from ..runtime.connector_config import load_connector_config
@@ -116,7 +121,7 @@ class MasksRenderedSecrets:
                 for password in url_passwords(json.dumps(value) if isinstance(value, Mapping) else str(value)):
                     mask_secret(password)
                 continue
-            connector_secrets(raw)
+            connector_secrets(raw, self.rendered_secret_keys())
         for field in self.worker_fields:
             value = getattr(self, field, None)
             if isinstance(value, Mapping):

@@ -177,6 +177,14 @@ class CopycatRunTaskGroupOperator(MasksRenderedSecrets, BaseOperator):
         self.in_process = in_process
         self.work_dir = work_dir
 
+    def rendered_secret_keys(self) -> Sequence[str] | None:
+        """The secret keys the plan named in the group's spec, as :meth:`execute` takes them."""
+        try:
+            spec = spec_of_group(self.group if isinstance(self.group, dict) else json.loads(self.group))
+        except Exception:  # noqa: BLE001 -- a group that cannot be read: the job names them; execute fails
+            return None
+        return spec.secret_keys if spec else None
+
     @cached_property
     def hook(self) -> CopycatKafkaHook:
         return CopycatKafkaHook(self.kafka_conn_id)

@@ -27,9 +27,10 @@ def test_a_dag_run_validates_its_connector_config_once(make_dag, run_dag, tmp_pa
     # ... validating the config once, in the plan task; nobody parsed the framework keys again
     assert counts.calls["validate"] == 1, counts
     assert counts.calls["framework keys parsed"] == 1 and counts.calls["FrameworkSettings.of"] == 0, counts
-    # ... the plan task named the secret keys (to mask them before it planned); the run task read them from
-    # the group's spec, which names the secret key and holds no value
-    assert counts.calls["Job.secret_keys"] == 2, counts
+    # ... the plan task named the secret keys (to mask them in its rendered fields, and before it planned:
+    # the config and the one its Airflow connections resolved); the run task read them from the group's
+    # spec, which names the secret key and holds no value
+    assert counts.calls["Job.secret_keys"] == 3, counts
     plan = result.xcom(f"{group}.plan", key="plan")
     assert "api.token" in plan["groups"][0]["spec"]["secret_keys"]
     assert "tok-secret-0123456789" not in str(plan)
