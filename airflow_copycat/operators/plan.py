@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping
 
 from airflow.sdk import BaseOperator
 
@@ -94,11 +94,8 @@ class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
     def execute(self, context) -> list[dict]:
         ti = context["ti"]
         raw = load_config_or_fail(self.connector_config, "connector_config")
-        try:
-            connector_secrets(raw)  # masked in this task's log, even in an error message
-            raw = resolve_storage_connections(resolve_db_connection(raw))
-        except ConfigException as e:
-            raise AirflowFailException(str(e)) from None
+        connector_secrets(raw)  # masked in this task's log, even in an error message
+        raw = resolve_connections_or_fail(raw)
         connector_secrets(raw)  # and the Airflow connections' password and storage options
         worker = self.hook.worker_config(self.worker_config)
         try:
@@ -186,6 +183,30 @@ def count_params(**params: Any) -> tuple[dict[str, int | None], list[ConfigProbl
             counts[name] = None
             problems.append(ConfigProblem(name, value, "must be an integer"))
     return counts, problems
+
+
+_SET_BY_CONNECTIONS = {"airflow.conn.id", "connection.url", "connection.user", "connection.password"}
+"""Keys an Airflow database connection sets or names: a config whose connection could not be resolved
+has no say on them."""
+
+
+def resolve_connections_or_fail(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` with its Airflow connections resolved (``airflow.conn.id``; storage URLs naming a
+    connection). When one cannot be, the task fails at once (``AirflowFailException``) naming that
+    problem together with every validation problem of the rest of the config -- not of the keys the
+    connections would have set, nor of those the connection problems name."""
+    problems: list[ConfigProblem] = []
+    out = dict(raw)
+    for resolve in (resolve_db_connection, resolve_storage_connections):
+        try:
+            out = resolve(out)
+        except ConfigException as e:
+            problems += e.problems
+    if problems:
+        named = _SET_BY_CONNECTIONS | {p.key for p in problems}
+        problems += [p for p in connector_config.validate(out)[2] if p.key not in named]
+        raise AirflowFailException(str(ConfigException(problems, context=f"connector {raw.get('name')!r}")))
+    return out
 
 
 def load_config_or_fail(source: Any, param: str) -> dict[str, Any]:

@@ -122,6 +122,27 @@ def test_a_bad_max_tasks_is_named_with_the_configs_problems_and_fails_without_re
     assert "max_tasks='abc': must be an integer" in result.log and "tasks.max=0: must be at least 1" in result.log
 
 
+def test_an_unusable_airflow_connection_is_named_with_the_configs_other_problems(
+        make_dag, run_dag, unique, test_worker_config):
+    # Given a JDBC source naming a connection that does not exist, with two bad keys of its own, retried twice
+    group = f"noconn-{unique}"
+    config = {"name": group, "connector.class": "JdbcSource", "airflow.conn.id": f"no_such_{unique}",
+              "mode": "nope", "tasks.max": 0, "topic.prefix": "p-", "table.whitelist": "t"}
+    dag = make_dag(f"noconn_{unique}", config, default_args={"retries": 2, "retry_delay": 1},
+                   worker_config=test_worker_config)
+
+    # When it runs
+    result = run_dag(dag)
+
+    # Then the plan fails once, naming the connection and the other two problems together
+    assert result.states()[(f"{group}.plan", -1)] == "failed"
+    assert result.try_number(f"{group}.plan") == 1
+    assert "3 problem(s)" in result.log
+    for problem in (f"airflow.conn.id='no_such_{unique}': is not a usable Airflow connection",
+                    "mode='nope': must be one of", "tasks.max=0: must be at least 1"):
+        assert problem in result.log
+
+
 def test_a_config_that_cannot_be_read_fails_the_plan_without_retries(run_dag, unique, kafka_conn):
     # Given a plan operator (used directly) whose connector config is JSON text that is not JSON, retried twice
     import importlib.util
