@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import fsspec
 
-from ..connect.secrets import scrub
+from ..connect.secrets import hide_url_passwords, scrub, url_passwords
 from .destination_names import destination_name
 from .entries import _find, _follow_link, _fs_checksum, _mtime, _ownership
 from .model import CONTROL_DIR, CopyableFile, Dataset
@@ -53,8 +52,7 @@ def filesystem(url: str, options: Mapping[str, Any] | str | None = None) -> tupl
     try:
         fs, path = fsspec.core.url_to_fs(url, **opts)
     except Exception as e:
-        raise ValueError(f"cannot open the filesystem of {_safe_url(url)}: {type(e).__name__}: "
-                         f"{_scrub(str(e), opts, url)}") from None
+        raise ValueError(f"cannot open the filesystem of {_safe_url(url)}: {_error_text(e, opts, url)}") from None
     root = path.rstrip("/") or (fs.root_marker or "")
     return fs, root
 
@@ -80,16 +78,23 @@ def _options(url: str, options: Mapping[str, Any] | str | None) -> dict[str, Any
 
 
 def _safe_url(url: str) -> str:
-    """``url`` without a ``user:password@`` part."""
-    return repr(re.sub(r"(//)[^/@]*@", r"\1[hidden]@", str(url)))
+    """``url``, quoted, with its password (which may hold '/' or '@') and secret query values hidden
+    (:func:`~airflow_copycat.connect.secrets.hide_url_passwords`)."""
+    return repr(hide_url_passwords(str(url)))
+
+
+def _error_text(error: Exception, options: Mapping[str, Any], url: str) -> str:
+    """What opening ``url``'s filesystem failed with, without its secrets. urlsplit's "Port could not be cast"
+    quotes what stands where the port should: the head of a password holding an unencoded '/', '?' or '#'
+    (of any length, so no scrubber finds it): a fixed text replaces it."""
+    if isinstance(error, ValueError) and "Port could not be cast" in str(error):
+        return "ValueError: the URL's port is not a number; percent-encode '/', '?' and '#' in a password"
+    return f"{type(error).__name__}: {_scrub(str(error), options, url)}"
 
 
 def _scrub(message: str, options: Mapping[str, Any], url: str) -> str:
-    secrets = [str(v) for v in _leaves(options)]
-    userinfo = re.search(r"//([^/@]*)@", str(url))
-    if userinfo:
-        secrets.append(userinfo.group(1))
-    return scrub(message, secrets)
+    """``message`` without the strings of ``options`` nor the URL's passwords, whole or in part."""
+    return scrub(message, [*(str(v) for v in _leaves(options)), *url_passwords(str(url))])
 
 
 def _leaves(value: Any) -> Iterable[Any]:

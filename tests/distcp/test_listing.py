@@ -397,3 +397,18 @@ def test_a_pattern_that_is_not_a_glob_fails_the_config_naming_the_key():
                            "file.pattern": "logs/a**b", "dataset.pattern": "t**"})
     assert "file.pattern" in str(e.value) and "dataset.pattern" in str(e.value)
     assert "entire path component" in str(e.value)
+
+
+@pytest.mark.parametrize("url", ["ftp://mirror:Kx7pQ2mZ9w/cdSecret987@127.0.0.1:9/data",
+                                 "sftp://mirror:Kx7pQ2mZ9w/cdSecret987@127.0.0.1:9/data"])
+@pytest.mark.parametrize("options", [None, "{not json"])
+def test_a_url_password_holding_a_slash_is_never_shown_in_a_filesystem_error(url, options):
+    """A raw '/' ends urlsplit's host early: the password's head stands where the port should. Neither the
+    URL shown nor the parser's message may hold any part of the password."""
+    from airflow_copycat.distcp import listing
+
+    with pytest.raises(ValueError) as raised:
+        listing.filesystem(url, options)
+    text = str(raised.value)
+    assert "Kx7pQ2mZ9w" not in text and "cdSecret987" not in text
+    assert "mirror:[hidden]@127.0.0.1:9/data" in text
