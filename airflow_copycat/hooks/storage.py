@@ -42,12 +42,13 @@ except ImportError:  # Airflow 3.0
 
 from ..connect.config import ConfigProblem
 from ..connect.errors import ConfigException
+from ..connect.secrets import Scrubber
 from ..runtime.worker import is_secret_key
 
 URL_OPTION_KEYS = {"store.url": "store.options", "source.url": "source.options", "target.url": "target.options"}
 """The URL keys that may name an Airflow connection, and the options key each fills."""
 
-_SECRET_OPTION = {"secret", "passphrase", "sas_token", "account_key", "client_secret", "token"}
+_SECRET_OPTION = {"secret", "passphrase", "sas_token", "account_key", "client_secret", "token", "client_keys"}
 
 
 def resolve_storage_connections(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,10 +140,13 @@ def _connection_options(protocol: str, conn_id: str, url_key: str, context: str)
     except ConfigException:
         raise
     except Exception as e:  # noqa: BLE001 -- the provider's filesystem failing to start (wrong host, key...)
-        text = f"{type(e).__name__}: {e}"
-        if conn.password:
-            text = text.replace(conn.password, "***")
-        raise problem(f"Airflow could not open the {protocol} filesystem of connection {conn_id!r}: {text}") from None
+        # the provider's text may quote any of the connection's values (an sftp private_key passed on as a
+        # key file name shows in the FileNotFoundError, escaped): every string of its extra is hidden
+        extra = conn.extra_dejson if conn.extra else {}
+        _mask(extra)  # its secret-named values also as they read escaped, wherever else they show
+        hide = Scrubber([conn.password, *_strings(extra)])
+        raise problem(f"Airflow could not open the {protocol} filesystem of connection {conn_id!r}: "
+                      f"{type(e).__name__}: {hide(e)}") from None
     unportable = sorted(k for k, v in options.items() if not _plain(v))
     if unportable:
         raise problem(f"the {protocol} filesystem of connection {conn_id!r} holds options {unportable} that are no "
@@ -198,11 +202,28 @@ def _given_options(value: Any, options_key: str, context: str) -> dict[str, Any]
     return parsed
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (a connection's extra, storage options), nested mappings and lists too."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _strings(v)]
+    return []
+
+
 def _mask(options: Mapping[str, Any]) -> None:
-    """Register the secret values of storage options (nested too) with Airflow's secrets masker."""
+    """Register the secret values of storage options (nested mappings and lists too: an sftp filesystem's
+    ``client_keys``) with Airflow's secrets masker, also as they read escaped (JSON, a repr: a PEM key's
+    line breaks as ``\\n``)."""
     for key, value in options.items():
         if isinstance(value, Mapping):
             _mask(value)
-        elif value not in (None, "") and (is_secret_key(str(key)) or str(key) in _SECRET_OPTION) \
-                and isinstance(value, (str, int, float)):
-            mask_secret(str(value))
+        elif value not in (None, "") and (is_secret_key(str(key)) or str(key) in _SECRET_OPTION):
+            texts = _strings(value) if isinstance(value, (list, tuple)) else \
+                [str(value)] if isinstance(value, (str, int, float)) else []
+            for text in texts:
+                mask_secret(text)
+                if json.dumps(text)[1:-1] != text:
+                    mask_secret(json.dumps(text)[1:-1])

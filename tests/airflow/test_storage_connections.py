@@ -68,6 +68,24 @@ def test_an_sftp_user_name_stays_fsspecs_and_an_unusable_server_is_named_with_it
     assert "target.url" in str(bad.value) and "wrong-pw-5678" not in str(bad.value)
 
 
+def test_a_connection_whose_provider_fails_quoting_its_private_key_is_named_without_the_key(sftp, monkeypatch,
+                                                                                          unique):
+    # Given an sftp connection with the provider's private_key extra (PEM text), which asyncssh takes for a file name
+    key = f"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE{unique}KeyBody\n-----END OPENSSH PRIVATE KEY-----\n"
+    conn_id = f"{sftp.conn_id}_key"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({
+        "conn_type": "sftp", "host": sftp.host, "port": sftp.port, "login": sftp.username,
+        "password": sftp.password, "extra": {"private_key": key, "no_host_key_check": "true"}}))
+    # When a URL naming it is resolved, Then the problem names the key, not the private key (raw or escaped) ...
+    with pytest.raises(ConfigException) as bad:
+        resolve_storage_connections({"name": "f", "store.url": f"sftp://{conn_id}@{sftp.host}/out"})
+    message = str(bad.value)
+    assert "store.url" in message and "Airflow could not open the sftp filesystem" in message
+    assert f"{unique}KeyBody" not in message
+    # ... and the key, as its escaped form reads too, is known to the secrets masker
+    assert f"{unique}KeyBody" not in redact(repr(key)) and f"{unique}KeyBody" not in redact(key)
+
+
 def _no_secret_anywhere(result, secret: str) -> None:
     for _, _, _, value in result.xcoms():
         assert secret not in json.dumps(value, default=str)
