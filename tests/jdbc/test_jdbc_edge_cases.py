@@ -151,3 +151,18 @@ def test_a_jdbc_url_with_an_unencoded_slash_question_mark_or_hash_in_its_passwor
     with pytest.raises(ValueError) as raised:
         to_sqlalchemy_url(url)
     assert "Kx7pQ2mZ9w" not in str(raised.value)
+
+
+def test_a_database_url_in_a_jdbc_message_hides_its_password_and_secret_query_values():
+    """Messages name the database by its URL: render_as_string(hide_password=True) keeps libpq's
+    sslpassword (which an Airflow connection's extra puts in the query), so it is hidden as well."""
+    from airflow_copycat.connectors.jdbc.source import _safe_url
+
+    engine = sa.create_engine("postgresql+psycopg://postgres:DbPw-1234567@127.0.0.1:5432/test"
+                              "?sslmode=disable&sslpassword=SslKeyPw7531902")
+    try:
+        shown = _safe_url(engine)
+    finally:
+        engine.dispose()
+    assert "SslKeyPw7531902" not in shown and "DbPw-1234567" not in shown
+    assert shown.startswith("postgresql+psycopg://postgres:") and "127.0.0.1:5432/test?sslmode=disable" in shown
