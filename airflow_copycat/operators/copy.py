@@ -115,8 +115,10 @@ class CopycatCopyPublishOperator(MasksRenderedSecrets, BaseOperator):
         raw = resolve_storage_connections(raw)
         hide = Scrubber(connector_secrets(raw).values())
         plan = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
-        if not plan:
-            raise AirflowException(f"no plan in XCom of task {self.plan_task_id} (did planning fail?)")
+        if not plan:  # the plan task failed (this task runs after it whatever its state): no retry brings one;
+            # failing (not skipping: a skipped last task would make the DAG run a success) without retries
+            raise AirflowFailException(f"no plan in XCom of task {self.plan_task_id}: planning failed, nothing to "
+                                       "publish")
         results = ti.xcom_pull(task_ids=self.run_task_id) or []
         if isinstance(results, dict):
             results = [results]

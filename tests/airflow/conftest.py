@@ -148,6 +148,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     params={params},
+    default_args={default_args},
 ) as dag:
     copy_task_group(
         {config},
@@ -158,14 +159,15 @@ with DAG(
 
 @pytest.fixture
 def make_copy_dag():
-    """``make_copy_dag(dag_id, copy_config, params=..., **copy_task_group kwargs)``: like ``make_dag``, with
+    """``make_copy_dag(dag_id, copy_config, params=..., default_args=..., **copy_task_group kwargs)``: like ``make_dag``, with
     one ``copy_task_group``."""
 
-    def make(dag_id: str, copy_config: dict, *, params: dict | None = None, **group_kwargs: Any):
+    def make(dag_id: str, copy_config: dict, *, params: dict | None = None, default_args: dict | None = None,
+             **group_kwargs: Any):
         path = DAGS_FOLDER / f"{dag_id}.py"
         path.write_text(_COPY_DAG_TEMPLATE.format(
-            dag_id=dag_id, params=pprint.pformat(params or {}), config=pprint.pformat(copy_config),
-            group_kwargs=pprint.pformat(group_kwargs)), encoding="utf-8")
+            dag_id=dag_id, params=pprint.pformat(params or {}), default_args=pprint.pformat(default_args or {}),
+            config=pprint.pformat(copy_config), group_kwargs=pprint.pformat(group_kwargs)), encoding="utf-8")
         spec = importlib.util.spec_from_file_location(f"copycat_test_dag_{uuid.uuid4().hex}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -95,3 +95,19 @@ def test_a_target_that_is_the_source_is_refused_without_quoting_the_urls_passwor
     assert server.password not in result.log
     # ... and the URL was registered with the masker
     assert server.password not in redact(f"copy to {url}")
+
+
+def test_when_planning_fails_the_publish_task_fails_once_without_retries(make_copy_dag, run_dag, tmp_path, unique):
+    # Given a copy job with an invalid config, in a DAG whose tasks would be retried twice
+    (tmp_path / "src").mkdir()
+    config = {"name": f"noplan-{unique}", "source.url": str(tmp_path / "src"), "target.url": str(tmp_path / "dst"),
+              "tasks.max": 0}
+    dag = make_copy_dag(f"noplan_{unique}", config, in_process=True, default_args={"retries": 2, "retry_delay": 1})
+    # When it runs
+    result = run_dag(dag)
+    # Then the plan fails naming the problem; publish (which runs whatever came before) fails once, saying why
+    states = result.states()
+    assert result.state == "failed"
+    assert states[(f"noplan-{unique}.plan", -1)] == states[(f"noplan-{unique}.publish", -1)] == "failed"
+    assert result.try_number(f"noplan-{unique}.publish") == 1
+    assert "tasks.max=0" in result.log and "planning failed, nothing to publish" in result.log
