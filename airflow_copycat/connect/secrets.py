@@ -37,9 +37,13 @@ WHOLE_WORD_BELOW = 12
 MIN_LENGTH = 4
 """Secrets shorter than this are not looked for in free text (see the module docstring)."""
 
+# besides copycat's own, every name Airflow's masker hides by (DEFAULT_SENSITIVE_FIELDS: passphrase,
+# authorization, bearer, dsn, connection_string, proxy, webhook_url...), so a key Airflow masks in a log
+# is never shown in a plan; and a name ending in "key" (client.key, hmac.signing.key, s3.sse.customer.key)
 _SECRET_KEY = re.compile(
-    r"password|passwd|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
-    r"|api[._]?key|oauthbearer\.config|store\.options|user[._]?info",
+    r"password|passwd|pwd|passphrase|secret|token|credential|jaas|private|key\.pem|access[._]?key|account[._]?key"
+    r"|api[._]?key|oauthbearer\.config|store\.options|user[._]?info|authorization|auth[._]?header|bearer|dsn"
+    r"|connection[._]?string|webhook[._]?url|proxy|service[._]?(?:key|account)|keyfile|(?:^|[._])key$",
     re.IGNORECASE,
 )
 

@@ -191,14 +191,20 @@ def test_a_url_password_without_a_user_or_with_spaces_is_a_secret(url, shown):
 
 
 @pytest.mark.parametrize("key", ["connection.password", "sasl.jaas.config", "api.key", "azure.account.key",
-                                 "aws.secret.access.key", "sasl.oauthbearer.config", "store.options", "api.credential"])
+                                 "aws.secret.access.key", "sasl.oauthbearer.config", "store.options", "api.credential",
+                                 # names Airflow's masker hides, and names ending in "key"
+                                 "db.pwd", "ssh.passphrase", "http.authorization", "api.bearer", "sentry.dsn",
+                                 "azure.storage.connection.string", "proxy.url", "webhook.url", "s3.sse.customer.key",
+                                 "hmac.signing.key", "client.key", "ssl.keystore.key", "encryption.key"])
 def test_secret_key_names(key):
     from airflow_copycat.runtime.worker import is_secret_key
 
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", ["ssl.keystore.location", "key.converter", "topic", "tasks.max"])
+@pytest.mark.parametrize("key", ["ssl.keystore.location", "key.converter", "topic", "tasks.max", "primary.key.fields",
+                                 "primary.key.mode", "schema.registry.ssl.key.location", "store.kafka.keys",
+                                 "transforms.k.type", "message.key.field"])
 def test_ordinary_key_names_are_not_secret(key):
     from airflow_copycat.runtime.worker import is_secret_key
 
