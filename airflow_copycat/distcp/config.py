@@ -6,11 +6,13 @@ is reported at once, before anything is listed or copied.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Mapping
 
 from ..connect.config import ConfigDef, ConfigProblem, ConfigType, in_range, non_empty
 from ..connect.errors import ConfigException
+from ..connect.secrets import HIDDEN
 from .limits import DECOMPRESS_MAX_RATIO, UNTAR_MAX_BYTES, UNTAR_MAX_ENTRIES
 from .encryption import EncryptionKeys
 from .model import PRESERVABLE
@@ -153,6 +155,23 @@ def parse_copy_config(raw: Mapping[str, Any]) -> dict[str, Any]:
                                       "date.range.start and date.range.end are required with partition.date.format"))
     if values.get("checksum") not in (None, "md5", "sha256", "none"):
         problems.append(ConfigProblem("checksum", values.get("checksum"), "must be md5, sha256 or none"))
+    for key in ("source.options", "target.options"):
+        problem = _options_problem(values.get(key))
+        if problem:
+            problems.append(ConfigProblem(key, HIDDEN, problem))  # options hold credentials: never shown
     if problems:
         raise ConfigException(problems, context=f"copy {raw.get('name')!r}" if raw.get("name") else "copy")
     return values
+
+
+def _options_problem(value: Any) -> str | None:
+    """What is wrong with a ``source.options`` / ``target.options`` value (a mapping, or JSON object text,
+    maybe inside a ``Password``); ``None``: nothing, or not set. Never quotes the value."""
+    value = getattr(value, "value", value)
+    if value in (None, "") or isinstance(value, Mapping):
+        return None
+    try:
+        parsed = json.loads(str(value))
+    except ValueError as e:
+        return f"is not valid JSON (line {e.lineno}, column {e.colno}): give a JSON object of fsspec storage options"
+    return None if isinstance(parsed, dict) else "must be a JSON object of fsspec storage options"

@@ -98,6 +98,7 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     name = values["name"]
     tasks_max = int(max_tasks or values["tasks.max"])
     groups_max = int(max_groups or values["copycat.groups.max"])
+    policy = _policy(values)  # a policy that cannot be found fails before anything is opened or replayed
     started = time.monotonic()
     (src_fs, src_root), (tgt_fs, tgt_root) = _filesystems(values)
     _check_overlap(values, src_fs, src_root, tgt_fs, tgt_root)
@@ -110,7 +111,7 @@ def make_copy_plan(raw_config: Mapping[str, Any] | str, *, max_tasks: int | None
     files: list[CopyableFile] = []
     for d in datasets:
         files += listing.list_files(src_fs, src_root, d, values)
-    result = diff.diff(files, tgt_fs, tgt_root, datasets, values, staging=staging, policy=_policy(values))
+    result = diff.diff(files, tgt_fs, tgt_root, datasets, values, staging=staging, policy=policy)
     current: dict[str, list[str]] = {d.name: [] for d in datasets}
     listed: dict[str, list[str]] = {d.name: [] for d in datasets}
     for f in result.to_copy:

@@ -230,3 +230,29 @@ def test_the_process_that_made_the_plan_takes_it_from_memory_others_read_its_fil
     assert reads == [] and copy_job._WRITTEN == {}  # nothing read; each part taken once
     urls = job("t2", forget=True)
     assert sorted(reads) == sorted(urls)  # every task file and plan.json, read once
+
+
+def test_options_that_are_no_json_object_are_named_with_the_other_problems_and_never_shown(tmp_path):
+    from airflow_copycat.connect.errors import ConfigException
+    from airflow_copycat.runtime.copy_job import make_copy_plan
+
+    (tmp_path / "src").mkdir()
+    config = {"name": "opts", "source.url": str(tmp_path / "src"), "target.url": str(tmp_path / "dst"),
+              "source.options": '{"secret": "OptSecret-12345", ', "target.options": "[1, 2]", "tasks.max": 0}
+    with pytest.raises(ConfigException) as raised:
+        make_copy_plan(config)
+    assert sorted(p.key for p in raised.value.problems) == ["source.options", "target.options", "tasks.max"]
+    assert "OptSecret-12345" not in str(raised.value) and "source.options='[hidden]': is not valid JSON" in \
+        str(raised.value)
+
+
+def test_an_unknown_diff_policy_fails_before_the_target_is_touched(tmp_path):
+    from airflow_copycat.connect.errors import ConfigException
+    from airflow_copycat.runtime.copy_job import make_copy_plan
+
+    config = {"name": "policy", "source.url": str(tmp_path / "no-such-source"), "target.url": str(tmp_path / "dst"),
+              "diff.policy": "nope"}
+    with pytest.raises(ConfigException) as raised:  # not FileNotFoundError of the missing source
+        make_copy_plan(config)
+    assert [p.key for p in raised.value.problems] == ["diff.policy"]
+    assert not (tmp_path / "dst").exists()
