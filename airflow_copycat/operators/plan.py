@@ -97,7 +97,7 @@ class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
         connector_secrets(raw)  # masked in this task's log, even in an error message
         raw = resolve_connections_or_fail(raw)
         connector_secrets(raw)  # and the Airflow connections' password and storage options
-        worker = self.hook.worker_config(self.worker_config)
+        worker = self._worker_or_fail(raw)
         try:
             raw = windowed(raw, self.window, context)
             live = not (raw.get(WINDOW_START_KEY) or raw.get(WINDOW_END_KEY))
@@ -129,6 +129,17 @@ class CopycatPlanOperator(MasksRenderedSecrets, BaseOperator):
         if live:
             ti.xcom_push(key=LIVE_ASSIGNMENT_KEY, value=live_assignment(plan))
         return plan["groups"]
+
+
+    def _worker_or_fail(self, raw: Mapping[str, Any]):
+        """The worker config of the Kafka connection and ``worker_config``. A connection the hook refuses
+        (a callback not allowlisted...) fails the task at once, named with every problem of the config."""
+        try:
+            return self.hook.worker_config(self.worker_config)
+        except ValueError as e:  # the hook's own refusals: fixed texts naming keys, no values
+            problems = [ConfigProblem("kafka_conn_id", self.kafka_conn_id, f"is not usable: {e}"),
+                        *connector_config.validate(raw)[2]]
+            raise AirflowFailException(str(ConfigException(problems, context=f"connector {raw.get('name')!r}")))
 
 
 LIVE_ASSIGNMENT_KEY = "live_assignment"

@@ -143,6 +143,25 @@ def test_an_unusable_airflow_connection_is_named_with_the_configs_other_problems
         assert problem in result.log
 
 
+def test_a_kafka_connection_the_hook_refuses_is_named_with_the_configs_problems(
+        make_dag, run_dag, tmp_path, unique, kafka_bootstrap, monkeypatch, test_worker_config):
+    # Given a Kafka connection naming a callback that is not allowlisted, and a config with a bad key, retried twice
+    conn_id = f"kafka_cb_{unique}"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap, "error_cb": "my.mod.cb"}}))
+    group = f"cb-{unique}"
+    config = {"name": group, "connector.class": SOURCE, "file": str(tmp_path / "x.log"), "topic": "t", "tasks.max": 0}
+    dag = make_dag(f"cb_{unique}", config, kafka_conn_id=conn_id, default_args={"retries": 2, "retry_delay": 1},
+                   worker_config=test_worker_config)
+
+    # When it runs, Then the plan fails once, naming the connection and the config's problem together
+    result = run_dag(dag)
+    assert result.states()[(f"{group}.plan", -1)] == "failed"
+    assert result.try_number(f"{group}.plan") == 1
+    assert f"kafka_conn_id='{conn_id}': is not usable: Refusing to resolve Kafka callback" in result.log
+    assert "tasks.max=0: must be at least 1" in result.log
+
+
 def test_a_config_that_cannot_be_read_fails_the_plan_without_retries(run_dag, unique, kafka_conn):
     # Given a plan operator (used directly) whose connector config is JSON text that is not JSON, retried twice
     import importlib.util
