@@ -15,6 +15,7 @@ except ImportError:  # Airflow < 3.1
 
 from ..connect.errors import ConfigException
 from ..connect.secrets import Scrubber
+from ..distcp import config as copy_config
 from ..runtime import copy_job
 from ..runtime.connector_config import load_connector_config
 from . import lineage, metrics
@@ -57,7 +58,11 @@ class CopycatCopyPlanOperator(MasksRenderedSecrets, BaseOperator):
             raw = resolve_storage_connections(raw)  # source.url / target.url naming Airflow connections
             connector_secrets(raw)
             counts, problems = count_params(max_tasks=self.max_tasks, max_groups=self.max_groups)
-            if problems:
+            if problems:  # reported with every problem of the copy config
+                try:
+                    copy_config.parse_copy_config(raw)
+                except ConfigException as e:
+                    problems += e.problems
                 raise ConfigException(problems, context=f"copy {raw.get('name')!r}")
             plan = copy_job.make_copy_plan(raw, **counts)
         except ConfigException as e:

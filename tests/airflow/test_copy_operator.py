@@ -111,3 +111,17 @@ def test_when_planning_fails_the_publish_task_fails_once_without_retries(make_co
     assert states[(f"noplan-{unique}.plan", -1)] == states[(f"noplan-{unique}.publish", -1)] == "failed"
     assert result.try_number(f"noplan-{unique}.publish") == 1
     assert "tasks.max=0" in result.log and "planning failed, nothing to publish" in result.log
+
+
+def test_a_bad_max_tasks_of_a_copy_is_named_with_the_copy_configs_problems(make_copy_dag, run_dag, tmp_path, unique):
+    # Given a copy whose max_tasks renders to text and whose config has a bad key, in a DAG retried twice
+    (tmp_path / "src").mkdir()
+    config = {"name": f"count-{unique}", "source.url": str(tmp_path / "src"), "target.url": str(tmp_path / "dst"),
+              "tasks.max": 0}
+    dag = make_copy_dag(f"copycount_{unique}", config, in_process=True, max_tasks="{{ params.n }}", params={"n": "abc"},
+                        default_args={"retries": 2, "retry_delay": 1})
+    # When it runs, Then the plan fails once, naming both
+    result = run_dag(dag)
+    assert result.states()[(f"count-{unique}.plan", -1)] == "failed"
+    assert result.try_number(f"count-{unique}.plan") == 1
+    assert "max_tasks='abc': must be an integer" in result.log and "tasks.max=0: must be at least 1" in result.log
