@@ -1,8 +1,8 @@
 """Bounded runs of the PostgreSQL CDC source through the real source loop, and what they wrote
 (importable as ``tests.postgres_cdc.cdc_runs``; also the entry point of the crash tests' child
-process: ``python cdc_runs.py CONFIG_JSON WORKER_JSON KILL`` runs once, where KILL is ``none`` or
+process: ``python cdc_runs.py CONFIG_JSON WORKER_JSON KILL`` runs once, where KILL is ``none``,
 ``after-offsets``: SIGKILL itself right after the framework committed the offsets, before the
-task confirms the slot)."""
+task confirms the slot, or ``commit-N``: SIGKILL itself at the task's N-th ``commit()``)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,20 @@ def _child(config_json: str, worker_json: str, kill: str) -> int:
     committed offsets that reach the slot's data, before the task's commit() confirms the slot."""
     from airflow_copycat.connectors.postgres_cdc.source import PostgresCdcSourceTask
 
-    if kill == "after-offsets":
+    if kill.startswith("commit-"):  # SIGKILL at the n-th commit(), before the task confirms anything
+        calls, n = [], int(kill.split("-")[1])
+
+        def commit(self):
+            calls.append(1)
+            if len(calls) == n:
+                sys.stdout.write("killed\n")
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self)
+
+        original = PostgresCdcSourceTask.commit
+        PostgresCdcSourceTask.commit = commit
+    elif kill == "after-offsets":
         def commit(self):
             if self._confirmable_polled > self._confirmed and self._read is not None and self._read.exhausted:
                 sys.stdout.write("killed\n")

@@ -186,6 +186,60 @@ def test_a_run_stopped_inside_a_transaction_continues_after_it_without_repeats(o
     assert runs.read(topic) == []
 
 
+def _copy_orders(db, ids) -> None:
+    """``COPY`` rows into orders in one transaction: PostgreSQL writes them as multi-insert WAL records,
+    and logical decoding gives every row of a record the record's LSN."""
+    import psycopg
+
+    with psycopg.connect(db.url) as conn, conn.cursor().copy("COPY orders (id, item, qty, price) FROM STDIN") as copy:
+        for i in ids:
+            copy.write_row((i, "copy", i, 1))
+
+
+@pytest.mark.parametrize("batch_size, budget", [(5, 20), (300, 700)])  # records; batches (a poll ends mid-record)
+def test_a_run_stopped_inside_a_copy_continues_with_the_next_row_of_the_same_lsn(
+        orders, worker_props, unique, batch_size, budget):
+    # Given rows COPYed in one transaction (many rows per LSN) and runs that stop after `budget` records
+    runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data", "max.batch.size": str(batch_size),
+                                              "tombstones.on.delete": "false"}), worker_props)
+    topic = f"pg{unique}.public.orders"
+    runs.run()
+    _copy_orders(orders, range(100, 100 + 2 * budget + 10))
+
+    # When runs with that budget read it
+    seen = []
+    for _ in range(4):
+        runs.run(**{"copycat.run.max.records": str(budget)})
+        seen += after_ids(runs.read(topic))
+    runs.run()
+    seen += after_ids(runs.read(topic))
+
+    # Then every row came exactly once, in order: an offset inside the record names the row
+    assert seen == list(range(100, 100 + 2 * budget + 10))
+    assert "copycat_lsn_index" not in runs.committed()  # the last offset: the transaction's end
+
+
+def test_a_run_killed_inside_a_copy_with_exactly_once_loses_no_row(orders, worker_props, unique):
+    # Given 100 rows COPYed in one transaction and a run with exactly-once that polls 7 changes at a time
+    raw = config(orders, unique, **{"snapshot.mode": "no_data", "max.batch.size": "7",
+                                     "exactly.once.support": "required", "tombstones.on.delete": "false"})
+    runs = CdcRuns(raw, worker_props)
+    topic = f"pg{unique}.public.orders"
+    runs.run()
+    _copy_orders(orders, range(100, 200))
+
+    # When the run is SIGKILLed at its third commit (its offsets written in a Kafka transaction, the slot not confirmed)
+    child = subprocess.run([sys.executable, str(HELPER), json.dumps(raw), json.dumps(worker_props), "commit-3"],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert child.returncode == -9, child.stdout + child.stderr
+    committed = runs.committed()
+    runs.run()
+
+    # Then the next run sends the rest: every row once (the run had stopped between rows of one LSN)
+    assert after_ids(runs.read(topic)) == list(range(100, 200))
+    assert committed["txId"] and "copycat_lsn_index" in committed
+
+
 def test_truncate_and_column_changes_show_in_the_events(orders, worker_props, unique):
     orders.sql("CREATE TABLE other (id int PRIMARY KEY)")
     runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data", "skipped.operations": "none",

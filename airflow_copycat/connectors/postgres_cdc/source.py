@@ -358,7 +358,7 @@ class PostgresCdcSourceTask(SourceTask):
                 [r for item in items for r in self._records(item)]
             if items:
                 last = items[-1].offset  # the read may restart after it (see _lost)
-                self.resume = Resume(last["lsn_commit"], last["lsn"], last["txId"])
+                self.resume = Resume.of(last)
                 self._stream_committed = last
             self._confirmable_polled = max(self._confirmable_polled, read.confirmable)
             if self.heartbeats.due() and not read.exhausted and (read.confirmable or read.in_transaction):
