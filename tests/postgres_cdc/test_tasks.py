@@ -287,3 +287,36 @@ def test_a_heartbeat_inside_a_transaction_commits_the_last_change_sent_so_a_reru
     row1, row2 = first[0][1]["source"], first[1][1]["source"]
     assert row2["txId"] != row1["txId"]
     assert (offset["lsn"], offset["txId"]) == (row2["lsn"], row2["txId"])
+
+
+def test_a_run_that_defers_the_stream_keeps_an_offset_inside_a_transaction(cdc_db, worker_props, unique):
+    # Given two tasks polling 5 changes at a time, and a transaction T of 50 single-row inserts, open while a
+    # run reads and while another run confirms the slot past T's first inserts (uncaptured WAL after them)
+    cdc_db.sql("CREATE TABLE a (id int PRIMARY KEY, n int)")
+    runs = CdcRuns(config(cdc_db, unique, **{"max.batch.size": "5", "tombstones.on.delete": "false",
+                                              "table.include.list": "public.a,public.x.*"}), worker_props)
+    topic = f"pg{unique}.public.a"
+    runs.run_tasks(2)
+    import psycopg
+
+    with psycopg.connect(cdc_db.url) as tx:
+        for i in range(100, 150):
+            tx.execute("INSERT INTO a VALUES (%s, 0)", (i,))
+        runs.run_tasks(2)
+        cdc_db.sql("CREATE TABLE noise (id int)")
+        cdc_db.sql("INSERT INTO noise SELECT generate_series(1, 1000)")
+        runs.run_tasks(2)
+    # and a run that stops inside T once T committed (its offset: T up to its 20th change)
+    runs.run_tasks(2, **{"copycat.run.max.records": "20"})
+    assert runs.committed()["txId"] is not None
+
+    # When new tables make the next run defer the stream (another task must read them first), then runs go on
+    for t in ("x1", "x2", "x3", "x4"):
+        cdc_db.sql(f"CREATE TABLE {t} (id int PRIMARY KEY)")
+    deferring = runs.run_tasks(2)
+    assert any(r["metrics"].get("stream_deferred") for r in deferring)
+    for _ in range(3):
+        runs.run_tasks(2)
+
+    # Then the stream's offset marker of the deferring run kept T's position: every row of T once
+    assert after_ids(runs.read(topic)) == list(range(100, 150))

@@ -43,6 +43,21 @@ def stream_position(position: int, last_tx: tuple | None, committed: Mapping | N
     return offset
 
 
+def floor_position(floor: int, committed: Mapping | None, tables: dict | None) -> dict:
+    """The server offset a run that does not stream commits to record the slot's position ``floor`` as the
+    stream's floor: the ``committed`` offset (owned by the last run that streamed) with ``lsn_commit``
+    raised to ``floor`` -- its ``lsn``, ``txId`` and :data:`~.stream.LSN_INDEX_KEY` kept, for it may stand
+    inside a transaction whose remaining changes were not sent (the slot, confirmed only to transaction ends
+    or to a bound, still holds that transaction whole) -- and ``tables`` as :data:`~.partitions.TABLES_KEY`.
+    Without a committed offset (``None``): :func:`stream_position` at ``floor``."""
+    if not committed:
+        return stream_position(floor, None, None, tables)
+    offset = dict(committed, lsn_commit=max(floor, int(committed.get("lsn_commit") or 0)))
+    if tables is not None:
+        offset[TABLES_KEY] = tables
+    return offset
+
+
 def heartbeat_record(topic_prefix: str, heartbeat_prefix: str, partition: dict, offset: dict) -> SourceRecord:
     """Debezium's heartbeat record for ``partition`` committing ``offset``."""
     now_ms = time.time_ns() // 1_000_000

@@ -69,7 +69,7 @@ from . import slot as slots
 from . import snapshot as snap
 from .change_batches import ChangeBatcher
 from .envelope import EventBuilder, SourceInfo
-from .heartbeat import HeartbeatClock, heartbeat_record, stream_position
+from .heartbeat import HeartbeatClock, floor_position, heartbeat_record, stream_position
 from .model import Relation, Truncate, lsn_text
 from .pgoutput import PgOutputDecoder
 from .snapshot_read import SnapshotRead, done_marker
@@ -285,10 +285,10 @@ class PostgresCdcSourceTask(SourceTask):
         if remade or (self.snapshotting and not self.streaming and floor > parts.floor_of(stream_from)):
             # the slot's position as the stream's floor in the offsets, so every task of the next run judges
             # boundaries as this one did (tables read before a slot made anew are read again)
+            # -- never past a committed position inside a transaction (floor_position; none when remade)
             position = self.slot_start_lsn if remade else floor
             self._pending_marker = [done_marker(f"{c.topic_prefix}", self.partition,
-                                                stream_position(position, None, stream_from,
-                                                                captured.to_offset(position)))]
+                                                floor_position(position, stream_from, captured.to_offset(position)))]
 
     def _connect(self) -> psycopg.Connection:
         """A new autocommit session with the value formats :mod:`.values` reads, the server's idle-session
