@@ -240,6 +240,62 @@ def test_a_run_killed_inside_a_copy_with_exactly_once_loses_no_row(orders, worke
     assert committed["txId"] and "copycat_lsn_index" in committed
 
 
+def _partitioned(db) -> None:
+    db.sql("CREATE TABLE parent (id int, region text, PRIMARY KEY (id, region)) PARTITION BY LIST (region)")
+    db.sql("CREATE TABLE parent_eu PARTITION OF parent FOR VALUES IN ('eu')")
+    db.sql("CREATE TABLE parent_us PARTITION OF parent FOR VALUES IN ('us')")
+    db.sql("INSERT INTO parent VALUES (1, 'eu'), (2, 'us')")
+
+
+def test_a_publication_via_the_partition_root_fails_the_run_before_reading(cdc_db, worker_props, unique):
+    # Given a partitioned table and a publication made as Debezium's publish.via.partition.root=true makes it
+    _partitioned(cdc_db)
+    cdc_db.sql(f"CREATE PUBLICATION pub_{unique} FOR TABLE parent WITH (publish_via_partition_root = true)")
+    runs = CdcRuns(config(cdc_db, unique, **{"publication.autocreate.mode": "disabled",
+                                              "tombstones.on.delete": "false"}), worker_props)
+
+    # When a run starts
+    failed = runs.run(ok=False)
+
+    # Then it fails naming the publication and the fix, and reads nothing
+    assert failed["status"] == "failed" and failed["records"] == 0, failed
+    assert f"publication 'pub_{unique}' publishes via the partition root" in failed["error"]
+    assert f"ALTER PUBLICATION pub_{unique} SET (publish_via_partition_root = false)" in failed["error"]
+
+    # and once the publication is altered, the partitions' rows and changes come under the partitions' names
+    cdc_db.sql(f"ALTER PUBLICATION pub_{unique} SET (publish_via_partition_root = false)")
+    runs.run()
+    cdc_db.sql("INSERT INTO parent VALUES (3, 'eu')")
+    runs.run()
+    assert sorted(after_ids(runs.read(f"pg{unique}.public.parent_eu"))) == [1, 3]
+    assert after_ids(runs.read(f"pg{unique}.public.parent_us")) == [2]
+
+
+def test_a_change_published_via_the_partition_root_fails_the_run_and_the_slot_keeps_it(cdc_db, worker_props, unique):
+    # Given a snapshotted partitioned table, then a change written while the publication published via the root
+    _partitioned(cdc_db)
+    cdc_db.sql(f"CREATE PUBLICATION pub_{unique} FOR TABLE parent")
+    runs = CdcRuns(config(cdc_db, unique, **{"publication.autocreate.mode": "disabled"}), worker_props)
+    runs.run()
+    cdc_db.sql("INSERT INTO parent VALUES (3, 'eu')")
+    cdc_db.sql("TRUNCATE parent")  # published without the root: the partitions' changes and truncates
+    runs.run()
+    assert ops(runs.read(f"pg{unique}.public.parent_eu")) == ["r", "c"]  # (truncates: skipped.operations=t)
+    cdc_db.sql(f"ALTER PUBLICATION pub_{unique} SET (publish_via_partition_root = true)")
+    cdc_db.sql("INSERT INTO parent VALUES (4, 'eu')")
+    cdc_db.sql(f"ALTER PUBLICATION pub_{unique} SET (publish_via_partition_root = false)")
+    confirmed = cdc_db.slot(f"slot_{unique}")["confirmed_flush_lsn"]
+
+    # When a run reads it
+    failed = runs.run(ok=False)
+
+    # Then the run fails naming the table, instead of skipping the change and confirming the slot past it
+    assert failed["status"] == "failed", failed
+    assert "'public.parent'" in failed["error"] and "partition root" in failed["error"], failed["error"]
+    assert cdc_db.slot(f"slot_{unique}")["confirmed_flush_lsn"] == confirmed
+    assert runs.read(f"pg{unique}.public.parent_eu") == []
+
+
 def test_truncate_and_column_changes_show_in_the_events(orders, worker_props, unique):
     orders.sql("CREATE TABLE other (id int PRIMARY KEY)")
     runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data", "skipped.operations": "none",

@@ -240,8 +240,15 @@ def _ensure_publication(conn: psycopg.Connection, name: str, mode: str, tables: 
     ``all_tables``: ``CREATE PUBLICATION ... FOR ALL TABLES`` when missing (needs a superuser);
     ``filtered``: ``FOR TABLE`` ``tables`` (the captured ones), and ``ALTER PUBLICATION ... SET
     TABLE`` when an existing one publishes other tables; ``no_tables``: an empty publication when
-    missing; ``disabled``: never create nor alter -- it must exist."""
-    exists = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
+    missing; ``disabled``: never create nor alter -- it must exist.
+
+    An existing publication made ``WITH (publish_via_partition_root = true)`` is refused in every mode
+    (:func:`_refuse_via_root`)."""
+    via_root = "pubviaroot" if conn.info.server_version >= 130000 else "false"
+    exists = conn.execute(f"SELECT puballtables, {via_root} FROM pg_publication WHERE pubname = %s",
+                          (name,)).fetchone()
+    if exists is not None and exists[1]:
+        raise _refuse_via_root(name)
     ident = sql.Identifier(name)
     if mode == "disabled":
         if exists is None:
@@ -276,6 +283,18 @@ def _ensure_publication(conn: psycopg.Connection, name: str, mode: str, tables: 
         else:
             for s, t in have:
                 conn.execute(sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(ident, sql.Identifier(s, t)))
+
+
+def _refuse_via_root(name: str) -> ConnectException:
+    """The error of a publication that publishes via the partition root: pgoutput then sends a partition's
+    changes under its root table's name, which this connector (Debezium's ``publish.via.partition.root=false``,
+    events under the partitions' names) would not send -- so no run reads the slot while it does."""
+    return ConnectException(
+        f"publication {name!r} publishes via the partition root (publish_via_partition_root = true): its "
+        f"partitioned tables' changes would come under the root table's name, which this connector does not send "
+        f"(it supports publish.via.partition.root=false only). Run ALTER PUBLICATION {name} SET "
+        f"(publish_via_partition_root = false). Changes already written while it was true still come under the "
+        f"root's name: a run that meets one of a snapshotted table fails naming it")
 
 
 def _publication_option(name: str) -> str:

@@ -203,6 +203,12 @@ def _chunks(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
         yield chunk
 
 
+def is_partitioned(conn, oid: int) -> bool:
+    """Whether the table ``oid`` is a partitioned table (``relkind 'p'``: no rows of its own); False when gone."""
+    row = conn.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = %s", (oid,)).fetchone()
+    return bool(row and row[0])
+
+
 def snapshot_tables(conn, config) -> list[tuple[str, str]]:
     """The ``(schema, table)`` pairs the snapshot reads, sorted: the tables holding rows (ordinary
     tables and the partitions of partitioned tables, never a partitioned parent, whose rows are its

@@ -431,8 +431,23 @@ class PostgresCdcSourceTask(SourceTask):
         if kind is None:  # 0: not captured; 1: captured, never snapshotted; 2: from its boundary on
             kind = 0 if not self.cdc.table_included(*name) else \
                 2 if self.snapshotting and self.cdc.snapshot_included(*name) else 1
+            if kind == 2 and snap.is_partitioned(self._control, relation.oid):
+                kind = 3  # 3: a partitioned table: it has no boundary (its partitions are read), nothing sends it
             self._filters[name] = kind
+        if kind == 3:
+            raise self._via_root(f"{name[0]}.{name[1]}")
         return kind == 1 or (kind == 2 and self.captured.wants(f"{name[0]}.{name[1]}", commit_lsn))
+
+    def _via_root(self, table: str) -> ConnectException:
+        """The error of a change that came under partitioned table ``table``'s own name: written while the
+        publication published via the partition root. Skipping it would confirm the slot past a lost change."""
+        return ConnectException(
+            f"a change of partitioned table {table!r} came under the table's own name: publication "
+            f"{self.publication!r} published via the partition root (publish_via_partition_root = true) when it "
+            f"was written, and this connector sends partitions' changes under the partitions' names only. The slot "
+            f"cannot be read past it without losing it; with the publication altered (ALTER PUBLICATION "
+            f"{self.publication} SET (publish_via_partition_root = false)), drop slot {self.slot!r} and snapshot "
+            f"again (snapshot.mode=when_needed)")
 
     def _stream_offset(self) -> dict:
         """The server offset of everything handed out so far: inside a transaction (a poll ended at
