@@ -296,6 +296,34 @@ def test_a_change_published_via_the_partition_root_fails_the_run_and_the_slot_ke
     assert runs.read(f"pg{unique}.public.parent_eu") == []
 
 
+def test_a_publication_dropped_under_unread_changes_fails_the_run_naming_it_and_the_way_out(
+        orders, worker_props, unique):
+    # Given a change, then the publication dropped (the next run makes it again) and another change
+    runs = CdcRuns(config(orders, unique), worker_props)
+    topic = f"pg{unique}.public.orders"
+    runs.run()
+    orders.sql("INSERT INTO orders VALUES (3, 'plum', 7, 2.00)")
+    orders.sql(f"DROP PUBLICATION pub_{unique}")
+    orders.sql("INSERT INTO orders VALUES (4, 'fig', 1, 1)")
+
+    # When a run reads the slot
+    failed = runs.run(ok=False)
+
+    # Then it fails naming the publication, what happened and what to do -- not a missing slot, which exists
+    assert failed["status"] == "failed", failed
+    error = failed["error"]
+    assert f"publication 'pub_{unique}' did not exist" in error, error
+    assert f"replication slot 'slot_{unique}' does not exist" not in error, error
+    assert "dropped" in error and f"pg_drop_replication_slot('slot_{unique}')" in error, error
+    assert "snapshot.mode=when_needed" in error and "SlotMissing" not in error, error
+    assert orders.slot(f"slot_{unique}") is not None
+
+    # and the way out it names works: the slot dropped, when_needed snapshots again from a new slot
+    orders.sql(f"SELECT pg_drop_replication_slot('slot_{unique}')")
+    runs.run(**{"snapshot.mode": "when_needed"})
+    assert {3, 4} <= set(after_ids(runs.read(topic)))
+
+
 def test_truncate_and_column_changes_show_in_the_events(orders, worker_props, unique):
     orders.sql("CREATE TABLE other (id int PRIMARY KEY)")
     runs = CdcRuns(config(orders, unique, **{"snapshot.mode": "no_data", "skipped.operations": "none",

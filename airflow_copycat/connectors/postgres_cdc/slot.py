@@ -314,7 +314,8 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
     cursor, outside any transaction (PostgreSQL decodes the whole read when the cursor is declared,
     so no transaction stays open while the framework works between fetches; the task's sessions turn
     the server's idle-session timeouts off). Raises :class:`SlotInUse` when
-    another session holds the slot, :class:`SlotMissing` when it does not exist. (LSNs come as
+    another session holds the slot, :class:`SlotMissing` when it does not exist, a ConnectException
+    (:func:`publication_missing`) when a change was written while the publication did not exist. (LSNs come as
     ``bigint``: a server past 8 EiB of WAL would fail here.)"""
     query = ("SELECT (lsn - '0/0'::pg_lsn)::bigint, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, "
              "NULL, 'proto_version', '1', 'publication_names', %s)")
@@ -332,7 +333,23 @@ def read_changes(conn: psycopg.Connection, slot: str, publication: str, upto_lsn
         raise SlotInUse(f"replication slot {slot!r} is in use by another session ({e.diag.message_primary}): "
                         f"another run of this connector, or another consumer, reads it") from None
     except psycopg.errors.UndefinedObject as e:
-        raise SlotMissing(f"replication slot {slot!r} does not exist ({e.diag.message_primary})") from None
+        problem = e.diag.message_primary or str(e)
+        if "publication" in problem:  # pgoutput's: the publication was missing when a change was written
+            raise publication_missing(publication, slot, problem) from None
+        raise SlotMissing(f"replication slot {slot!r} does not exist ({problem})") from None
+
+
+def publication_missing(publication: str, slot: str, problem: str) -> ConnectException:
+    """The error of a read that met a change written while ``publication`` did not exist (PostgreSQL's
+    ``problem``): pgoutput reads the publication as it was when each change was written, so that change, and
+    every later read of the slot, fails the same way even once the publication exists again."""
+    return ConnectException(
+        f"publication {publication!r} did not exist when changes still unread in replication slot {slot!r} were "
+        f"written: it was dropped (and perhaps made again since) while the slot had changes to send "
+        f"({problem}). PostgreSQL decodes each change with the publication as it was then, so the slot cannot be "
+        f"read past that point, and the changes since are lost to this connector. To start again: drop the slot "
+        f"(SELECT pg_drop_replication_slot('{slot}')) and run with snapshot.mode=when_needed, which snapshots "
+        f"the captured tables again and streams from a new slot (or delete the connector's offsets)")
 
 
 SETTLE_BUDGET = 64 << 20
