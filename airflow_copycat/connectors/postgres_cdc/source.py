@@ -103,7 +103,9 @@ class PostgresCdcSourceConnector(SourceConnector):
     def exactly_once_support(self, config: dict[str, Any]) -> bool:
         """True: a task started from a committed offset re-reads the slot from at most that offset's
         transaction and skips what the offset covers. (A table snapshot resumed after a crash reads
-        its remaining rows under a newer snapshot; consumers still converge on the table's state.)"""
+        its remaining rows under a newer snapshot; consumers still converge on the table's state. A table
+        without a key cannot resume: its stopped snapshot is read again from the start, so its snapshot rows
+        are at-least-once; see docs/exactly-once.md.)"""
         return True
 
     def start(self, config: dict[str, Any]) -> None:
