@@ -320,3 +320,48 @@ def test_a_run_that_defers_the_stream_keeps_an_offset_inside_a_transaction(cdc_d
 
     # Then the stream's offset marker of the deferring run kept T's position: every row of T once
     assert after_ids(runs.read(topic)) == list(range(100, 150))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["initial", "when_needed"])
+def test_a_slot_dropped_before_the_stream_committed_an_offset_fails_the_run_or_snapshots_again(
+        cdc_db, worker_props, unique, mode):
+    # Given four tables read by a first run over two tasks (the stream waits: no stream offset yet)
+    for t in ("a", "b", "c", "d"):
+        cdc_db.sql(f"CREATE TABLE {t} (id int PRIMARY KEY)")
+        cdc_db.sql(f"INSERT INTO {t} VALUES (1)")
+    runs = CdcRuns(config(cdc_db, unique, **{"snapshot.mode": mode}), worker_props)
+    runs.run_tasks(2, order="stream-first")
+    assert runs.committed() is None and runs.committed("public.a") is not None
+
+    # When an operator drops the slot and rows are written before the next run
+    cdc_db.sql(f"SELECT pg_drop_replication_slot('slot_{unique}')")
+    for t in ("a", "b", "c", "d"):
+        cdc_db.sql(f"INSERT INTO {t} VALUES (2)")
+    results = runs.run_tasks(2, ok=mode == "when_needed")
+
+    if mode == "initial":
+        # Then the run fails naming the slot and the way out, and sends nothing
+        errors = [r.get("error") or "" for r in results]
+        assert all(r["status"] != "ok" for r in results), errors
+        assert all(f"slot_{unique}" in e and "snapshot.mode=when_needed" in e for e in errors), errors
+        return
+    # Then (when_needed) every table is read again, and later changes stream: no row is missing
+    for t in ("a", "b", "c", "d"):
+        cdc_db.sql(f"INSERT INTO {t} VALUES (3)")
+    for _ in range(2):
+        runs.run_tasks(2)
+    for t in ("a", "b", "c", "d"):
+        assert set(after_ids(runs.read(f"pg{unique}.public.{t}"))) == {1, 2, 3}, t
+
+
+def test_a_physical_slot_with_the_connectors_slot_name_is_refused_by_name(cdc_db, worker_props, unique):
+    cdc_db.sql("CREATE TABLE a (id int PRIMARY KEY)")
+    cdc_db.sql(f"SELECT pg_create_physical_replication_slot('slot_{unique}', true)")
+    try:
+        result = CdcRuns(config(cdc_db, unique), worker_props).run(ok=False)
+    finally:
+        cdc_db.sql(f"SELECT pg_drop_replication_slot('slot_{unique}')")
+    assert result["status"] != "ok"
+    assert f"'slot_{unique}' is a physical replication slot" in result["error"], result["error"]
+    assert "retriable" not in (result.get("error") or "").lower()

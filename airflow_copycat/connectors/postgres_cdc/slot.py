@@ -98,6 +98,7 @@ class SlotInfo:
     confirmed_flush_lsn: int | None
     current_lsn: int
     wal_status: str | None
+    slot_type: str = "logical"
 
     @property
     def retained_bytes(self) -> int:
@@ -126,11 +127,11 @@ def slot_info(conn: psycopg.Connection, name: str) -> SlotInfo | None:
     """The slot ``name``, or ``None`` when it does not exist."""
     row = conn.execute(
         "SELECT slot_name, plugin, database, active_pid, restart_lsn::text, confirmed_flush_lsn::text, "
-        "pg_current_wal_lsn()::text, wal_status FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone()
+        "pg_current_wal_lsn()::text, wal_status, slot_type FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone()
     if row is None:
         return None
     return SlotInfo(row[0], row[1] or "", row[2] or "", row[3], _lsn(row[4]), _lsn(row[5]), parse_lsn(row[6]),
-                    row[7])
+                    row[7], row[8] or "logical")
 
 
 def flush_lsn(conn: psycopg.Connection) -> int:
@@ -189,8 +190,11 @@ def temporary_snapshot(connect_kwargs: dict, slot: str) -> tuple[int, str, psyco
 
 
 def check_slot(info: SlotInfo | None, slot: str, database: str) -> SlotInfo | None:
-    """``info``, unless the slot belongs to another database or decodes with another plugin (raises,
-    naming the slot and what to do)."""
+    """``info``, unless the slot is a physical slot, belongs to another database or decodes with another
+    plugin (raises, naming the slot and what to do)."""
+    if info is not None and info.slot_type != "logical":
+        raise ConnectException(f"replication slot {slot!r} is a {info.slot_type} replication slot, not a logical one: "
+                               f"use another slot.name for this connector (or drop that slot if it is unused)")
     if info is not None and info.database and info.database != database:
         raise ConnectException(f"replication slot {slot!r} belongs to database {info.database!r}, not "
                                f"{database!r}: use another slot.name for this connector")

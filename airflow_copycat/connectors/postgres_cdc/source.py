@@ -177,20 +177,23 @@ class PostgresCdcSourceTask(SourceTask):
         info = slots.check_slot(slots.slot_info(self._control, self.slot), self.slot, c.database)
         self.drop_on_stop = bool(c.get(cfg.SLOT_DROP_ON_STOP))
         stream_from = parts.stream_offset(self.committed)
-        remade = False
-        if info is None or info.wal_status == "lost":
-            stream_from, remade, info = self._slot_gone(info, stream_from, mode)
-        self._ensure_publication()
         self.snapshotting = mode in SNAPSHOT_MODES
-        self.captured = parts.Captured() if remade else parts.Captured.of(self.committed)
-        floor = parts.floor_of(stream_from)
-        if self.streams and info is not None:
-            floor = max(floor, info.confirmed_flush_lsn or 0)
-        if remade:  # every table read before belongs to the lost slot: all are read again
-            floor = 1 << 64
         tables = [f"{s}.{t}" for s, t in snap.snapshot_tables(self._control, c)] if self.snapshotting else []
         offsets = reader.offsets([parts.table_partition(c.topic_prefix, t) for t in tables])
         by_table = {t: offsets.get(_canonical(parts.table_partition(c.topic_prefix, t))) for t in tables}
+        remade = False
+        if info is None or info.wal_status == "lost":
+            read_before = [int(o["lsn"]) for o in by_table.values() if o and o.get("lsn") is not None]
+            stream_from, remade, info = self._slot_gone(info, stream_from, mode, read_before)
+        self._ensure_publication()
+        self.captured = parts.Captured() if remade else parts.Captured.of(self.committed)
+        floor = parts.floor_of(stream_from)
+        if (self.streams or stream_from is None) and info is not None:
+            # without a stream offset the tables' boundaries must not lie before the slot's start: a
+            # slot made anew by another task of this run after the old one was lost (see _slot_gone)
+            floor = max(floor, info.confirmed_flush_lsn or 0)
+        if remade:  # every table read before belongs to the lost slot: all are read again
+            floor = 1 << 64
         plan = parts.table_plan(tables, by_table, self.captured, floor)
         work = [s for s in plan.values() if s.state in (parts.FRESH, parts.RESUME) and (mine is None or s.table in mine)]
         snapshot_id, boundary = None, 0
@@ -216,10 +219,22 @@ class PostgresCdcSourceTask(SourceTask):
             self._holder.close()
             self._holder = None
 
-    def _slot_gone(self, info, stream_from, mode):
+    def _slot_gone(self, info, stream_from, mode, read_before=()):
         """The slot is missing or invalidated: ``(stream offset, made anew, slot info)`` to go on with,
-        or :class:`~.slot.SlotMissing` when committed offsets continue from it."""
+        or :class:`~.slot.SlotMissing` when committed offsets continue from it (the stream's, or, before
+        the stream committed any, the snapshot boundaries ``read_before`` of tables read against it)."""
         if stream_from is None:
+            if read_before and not (self.drop_on_stop and info is None):
+                # tables were snapshotted against the lost slot: the changes after their boundaries
+                # are in no slot now, and a new slot starts later
+                if mode != "when_needed":
+                    raise slots.slot_missing(self.slot, self.cdc.database, self.name, min(read_before), info)
+                log.warning("connector %s: slot %s is %s before the stream committed any offset; "
+                            "snapshot.mode=when_needed: snapshotting again", self.name, self.slot,
+                            "gone" if info is None else "invalidated")
+                if info is not None:
+                    slots.drop_slot(self._control, self.slot)
+                return None, True, None
             if info is not None:  # invalidated before any stream offset: make it anew
                 slots.drop_slot(self._control, self.slot)
             return None, False, None
