@@ -134,7 +134,7 @@ def _comparable(message: tuple) -> tuple:
 def test_batches_send_the_bytes_records_send(cdc_db, worker_props, unique, monkeypatch, value_converter):
     made, from_wire = [], []
     batch, wire = ChangeBatcher._batch, change_batches._wire_tuples
-    monkeypatch.setattr(ChangeBatcher, "_batch", lambda self, run: made.append(len(run)) or batch(self, run))
+    monkeypatch.setattr(ChangeBatcher, "_batch", lambda self, run, before: made.append(len(run)) or batch(self, run, before))
     monkeypatch.setattr(change_batches, "_wire_tuples",  # counts the batches read from the messages' bytes
                         lambda *args: (lambda t: from_wire.append(t is not None) or t)(wire(*args)))
     for ddl in TABLES.values():
@@ -195,7 +195,7 @@ def test_a_key_column_moving_from_null_is_a_key_change_on_both_paths():
     items = [Item(Change(relation, "u", (str(i), None, "x"), (str(i), "5", "x"), lsn=100 + i, xid=7,
                          commit_ts_us=10), {"lsn": 100 + i}, None) for i in range(20)]
 
-    def events(item):
+    def events(item, before=None):
         m = item.message
         return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
                              value=e.value, headers=e.headers, source_partition={"server": "p"}, source_offset=item.offset)
@@ -203,7 +203,7 @@ def test_a_key_column_moving_from_null_is_a_key_change_on_both_paths():
 
     want = [r for item in items for r in events(item)]
     got = []
-    for out in ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events):
+    for out in ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events, {"lsn": 1}):
         got += out.to_records() if isinstance(out, SourceBatch) else [out]
     assert [(r.key, r.value is None, r.headers) for r in got] == [(r.key, r.value is None, r.headers) for r in want]
     assert len(want) == 60  # a delete, a tombstone and a create each
@@ -226,13 +226,13 @@ def test_a_commit_time_beyond_nanoseconds_in_int64_streams_as_records():
     items = [Item(Change(relation, "c", None, (str(i),), lsn=100 + i, xid=7, commit_ts_us=us), None, None, 99)
              for i in range(20)]
 
-    def events(item):
+    def events(item, before=None):
         return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
                              value=e.value, source_partition={"server": "p"}, source_offset=item.offset)
                 for e in builder.events(item.message, SourceInfo(commit_ts_us=us, tx_id=7, lsn=item.message.lsn,
                                                                  last_commit_lsn=None))]
 
-    out = ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events)
+    out = ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events, {"lsn": 1})
     assert not any(isinstance(o, SourceBatch) for o in out)
     assert [o.value.get("source").get("ts_ns") for o in out] == [us * 1000] * 20
 
@@ -320,16 +320,22 @@ def test_a_batch_read_from_the_wire_holds_the_values_its_records_hold(rows):
         assert type(change) is WireChange
         items.append(Item(change, {"lsn": 100 + i}, None if i < 4 else 90 + i // 4))
 
-    def events(item):
+    def events(item, before=None):
         m = item.message
+        made = builder.events(m, SourceInfo(commit_ts_us=m.commit_ts_us, tx_id=m.xid, lsn=m.lsn,
+                                            last_commit_lsn=item.last_commit_lsn))
+        # only a change's last record carries its offset, the others the offset before it (F7)
         return [SourceRecord(topic=e.topic, key_schema=e.key_schema, key=e.key, value_schema=e.value_schema,
-                             value=e.value, headers=e.headers, source_partition={"server": "p"}, source_offset=item.offset)
-                for e in builder.events(m, SourceInfo(commit_ts_us=m.commit_ts_us, tx_id=m.xid, lsn=m.lsn,
-                                                      last_commit_lsn=item.last_commit_lsn))]
+                             value=e.value, headers=e.headers, source_partition={"server": "p"},
+                             source_offset=item.offset if i == len(made) - 1 else before)
+                for i, e in enumerate(made)]
 
-    want = [r for item in items for r in events(item)]
+    want, before = [], {"lsn": 1}
+    for item in items:
+        want += events(item, before)
+        before = item.offset
     got, batches = [], 0
-    for out in ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events):
+    for out in ChangeBatcher(builder, {"server": "p"}, lambda *a: None).items(items, events, {"lsn": 1}):
         batches += isinstance(out, SourceBatch)
         got += out.to_records() if isinstance(out, SourceBatch) else [out]
     beyond = any(op != "d" and r == "3.403e+38" for op, _, r, *_ in rows)

@@ -829,3 +829,22 @@ def test_a_slot_of_another_plugin_or_database_is_refused_by_name(orders, worker_
         finally:
             other.execute("SELECT pg_drop_replication_slot(%s)", (f"elsewhere_{unique}",))
     assert f"replication slot 'elsewhere_{unique}' belongs to database" in failed["error"]
+
+
+def test_a_key_changing_update_whose_create_failed_is_sent_again_whole_by_the_next_run(cdc_db, worker_props, unique):
+    # Given a row snapshotted, then its key changed along with a value too large for the producer's limit
+    cdc_db.sql("CREATE TABLE t (id int PRIMARY KEY, big text)")
+    cdc_db.sql("INSERT INTO t VALUES (1, 'small')")
+    runs = CdcRuns(config(cdc_db, unique), worker_props)
+    runs.run()
+    topic = f"pg{unique}.public.t"
+    runs.read(topic)
+    cdc_db.sql("UPDATE t SET id = 1001, big = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 200) g) "
+               "WHERE id = 1")
+    # When a run sends the update's delete (it fits) and fails on its create (it does not)
+    failed = runs.run(ok=False, **{"producer.override.message.max.bytes": "4000"})
+    assert failed["status"] != "ok"
+    # Then the next run (limit lifted) sends the change again: the create of the new key arrives
+    runs.run()
+    events = [(k["id"], v and v["op"]) for k, v in runs.read(topic)]
+    assert (1001, "c") in events, events

@@ -92,22 +92,29 @@ class ChangeBatcher:
         self._fit: dict[Relation, tuple | None] = {}  # relation -> _arrow_types, or None: records
         self._last: tuple = (None, None, None)  # (relation, its schemas, its fit)
 
-    def items(self, items: list[Item], events: Callable[[Item], list]) -> list:
-        """Batches and records for ``items`` in order; ``events(item)`` gives an item's records the
-        builder's way (and counts them), for the items not batched."""
+    def items(self, items: list[Item], events: Callable[[Item, dict], list], before: dict) -> list:
+        """Batches and records for ``items`` in order; ``events(item, before)`` gives an item's records
+        the builder's way (and counts them), for the items not batched. ``before``: the offset of the
+        position before the first item. Of a change's several records (a delete and its tombstone) only
+        the last carries the change's offset; the others the offset before it, so a change whose later
+        record failed is sent again whole."""
         out: list = []
         run: list[Item] = []
+        run_before = before
         for item in items:
             message = item.message
             plain = isinstance(message, Change) and self._plain(message)
             if run and (not plain or message.relation is not run[0].message.relation):
-                out += self._flush(run, events)
+                out += self._flush(run, events, run_before)
                 run = []
             if plain:
+                if not run:
+                    run_before = before
                 run.append(item)
             else:
-                out += events(item)
-        return out + self._flush(run, events)
+                out += events(item, before)
+            before = item.offset
+        return out + self._flush(run, events, run_before)
 
     def _plain(self, change: Change) -> bool:
         """A change whose events are one envelope (+ a tombstone after a delete), of a table whose
@@ -133,17 +140,25 @@ class ChangeBatcher:
                 return False  # the key may have moved (a NULL key column too): the builder decides
         return True
 
-    def _flush(self, run: list[Item], events: Callable[[Item], list]) -> list:
+    def _flush(self, run: list[Item], events: Callable[[Item, dict], list], before: dict) -> list:
         if not run:
             return []
         if len(run) < MIN_ROWS:
-            return [r for item in run for r in events(item)]
+            return self._each(run, events, before)
         try:
-            return [self._batch(run)]
+            return [self._batch(run, before)]
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # a value Arrow cannot hold as typed
-            return [r for item in run for r in events(item)]
+            return self._each(run, events, before)
 
-    def _batch(self, run: list[Item]) -> SourceBatch:
+    @staticmethod
+    def _each(run: list[Item], events: Callable[[Item, dict], list], before: dict) -> list:
+        out: list = []
+        for item in run:
+            out += events(item, before)
+            before = item.offset
+        return out
+
+    def _batch(self, run: list[Item], before: dict) -> SourceBatch:
         b = self.builder
         changes: list[Change] = [item.message for item in run]
         relation = changes[0].relation
@@ -182,10 +197,13 @@ class ChangeBatcher:
             key_fields.append(f"key.{f.name}")  # apart from the envelope's own fields
             data[key_fields[-1]] = _column(typ, mapping, tuples["key"].column(i))
         rows = of_row.tolist()
+        # a delete followed by its tombstone: the delete row carries the offset before its change
+        split = np.append(tombstone[1:], False).tolist()
         batch = SourceBatch(topic=t.topic, data=pa.table(data), value_schema=t.envelope,
                             source_partition=self.partition, source_offset=run[-1].offset,
                             key_fields=tuple(key_fields), key_schema=t.key_schema if key_fields else None,
-                            row_offsets=RowOffsets(n, lambda r: run[rows[r]].offset),
+                            row_offsets=RowOffsets(n, lambda r: run[rows[r]].offset if not split[r] else
+                                                   (run[rows[r] - 1].offset if rows[r] else before)),
                             tombstones=tuple(np.flatnonzero(tombstone).tolist()))
         for kind in ("c", "u", "d"):  # counted once the batch is made (a failed one goes as records)
             count = ops.count(kind)

@@ -363,6 +363,7 @@ class PostgresCdcSourceTask(SourceTask):
             self._read = StreamRead(messages, decoder, self.resume, self.bound, self._captured, extra)
         read = self._read
         if not read.exhausted:
+            before = self._stream_offset()  # the position before this poll's first change
             try:
                 items = read.take(self.batch_size)
             except psycopg.OperationalError as e:
@@ -371,8 +372,13 @@ class PostgresCdcSourceTask(SourceTask):
                 if self._stream_conn is None or not self._stream_conn.broken:
                     raise
                 raise self._lost(e) from e
-            records = self.batcher.items(items, self._records) if self.batcher is not None else \
-                [r for item in items for r in self._records(item)]
+            if self.batcher is not None:
+                records = self.batcher.items(items, self._records, before)
+            else:
+                records = []
+                for item in items:
+                    records += self._records(item, before)
+                    before = item.offset
             if items:
                 last = items[-1].offset  # the read may restart after it (see _lost)
                 self.resume = Resume.of(last)
@@ -421,7 +427,11 @@ class PostgresCdcSourceTask(SourceTask):
         return RetriableException(f"reading replication slot {self.slot!r} failed: {str(error).strip()}; "
                                   f"the read resumes after the last change handed out")
 
-    def _records(self, item: Item) -> list[SourceRecord]:
+    def _records(self, item: Item, before: dict) -> list[SourceRecord]:
+        """The records of one change. Only the last carries the change's offset, the others ``before``
+        (the position before the change): the framework marks each record's offset, so a change
+        whose later record failed (a key-changing update's create after its delete, a truncate's
+        next table, a tombstone) is sent again whole by the next run, not skipped."""
         message = item.message
         info = SourceInfo(commit_ts_us=message.commit_ts_us, tx_id=message.xid, lsn=message.lsn,
                           last_commit_lsn=item.last_commit_lsn)
@@ -433,7 +443,8 @@ class PostgresCdcSourceTask(SourceTask):
             events = self.builder.events(message, info)
             if events:  # none when skipped.operations names the operation
                 self._count(message.relation, message.op, 1)
-        return [self._record(e, self.partition, item.offset) for e in events]
+        last = len(events) - 1
+        return [self._record(e, self.partition, item.offset if i == last else before) for i, e in enumerate(events)]
 
     def _record(self, event, partition: dict, offset: dict) -> SourceRecord:
         return SourceRecord(topic=event.topic, key_schema=event.key_schema, key=event.key,
