@@ -365,3 +365,26 @@ def test_a_physical_slot_with_the_connectors_slot_name_is_refused_by_name(cdc_db
     assert result["status"] != "ok"
     assert f"'slot_{unique}' is a physical replication slot" in result["error"], result["error"]
     assert "retriable" not in (result.get("error") or "").lower()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tasks_max", [1, 2])
+def test_a_table_in_a_schema_with_a_dot_in_its_name_is_snapshotted_and_streamed(cdc_db, worker_props, unique,
+                                                                                 tasks_max):
+    # Given a table in schema "my.s" (its partition name "my.s.t" has two dots) and two ordinary tables
+    cdc_db.sql('CREATE SCHEMA "my.s"')
+    cdc_db.sql('CREATE TABLE "my.s".t (id int PRIMARY KEY)')
+    cdc_db.sql('INSERT INTO "my.s".t VALUES (1)')
+    for t in ("a", "b"):
+        cdc_db.sql(f"CREATE TABLE {t} (id int PRIMARY KEY)")
+        cdc_db.sql(f"INSERT INTO {t} VALUES (1)")
+    runs = CdcRuns(config(cdc_db, unique), worker_props)
+    # When runs go on while rows are inserted
+    for i in (2, 3, 4):
+        runs.run_tasks(tasks_max)
+        for t in ('"my.s".t', "a", "b"):
+            cdc_db.sql(f"INSERT INTO {t} VALUES ({i})")
+    runs.run_tasks(tasks_max)
+    # Then every row of every table arrives: the dotted schema's table is read and streamed
+    assert sorted(after_ids(runs.read(f"pg{unique}.my.s.t"))) == [1, 2, 3, 4]
+    assert sorted(after_ids(runs.read(f"pg{unique}.public.a"))) == [1, 2, 3, 4]

@@ -82,10 +82,8 @@ class SnapshotRead:
                 if not self.work:
                     return None
                 state = self.work[0]
-                schema, _, table = state.table.partition(".")
-                try:
-                    relation = snap.relation_from_catalog(self.conn, schema, table)
-                except LookupError:  # dropped since the plan: nothing to read, nothing to mark
+                relation = _relation_named(self.conn, state.table)
+                if relation is None:  # dropped since the plan: nothing to read, nothing to mark
                     self.work.pop(0)
                     continue
                 self.builder.add_types(snap.load_types(self.conn, {c.type_oid for c in relation.columns}))
@@ -157,3 +155,16 @@ class SnapshotRead:
             self._tx.__exit__(None, None, None)
         finally:
             self.conn.close()
+
+
+def _relation_named(conn, name: str):
+    """The relation of the table partition name ``"<schema>.<table>"``, or ``None`` when no such table
+    exists. Schema and table names may contain dots themselves, so each dot is tried as the separator
+    (the first dot first, as before: a dotted table name in an undotted schema)."""
+    for i, ch in enumerate(name):
+        if ch == ".":
+            try:
+                return snap.relation_from_catalog(conn, name[:i], name[i + 1:])
+            except LookupError:
+                continue
+    return None
