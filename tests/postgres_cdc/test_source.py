@@ -848,3 +848,20 @@ def test_a_key_changing_update_whose_create_failed_is_sent_again_whole_by_the_ne
     runs.run()
     events = [(k["id"], v and v["op"]) for k, v in runs.read(topic)]
     assert (1001, "c") in events, events
+
+
+def test_an_exactly_once_run_with_nothing_to_send_confirms_the_slot_as_far_as_it_read(cdc_db, worker_props, unique):
+    # Given exactly-once runs without heartbeats that capture public.a only, and a busy uncaptured table
+    cdc_db.sql("CREATE TABLE a (id int PRIMARY KEY)")
+    cdc_db.sql("CREATE TABLE noise (id int)")
+    runs = CdcRuns(config(cdc_db, unique, **{"snapshot.mode": "no_data", "table.include.list": "public.a",
+                                              "exactly.once.support": "required"}), worker_props)
+    runs.run()
+    cdc_db.sql("INSERT INTO a VALUES (1)")
+    runs.run()
+    # When a run reads only changes of the uncaptured table (nothing to send)
+    cdc_db.sql("INSERT INTO noise SELECT generate_series(1, 50000)")
+    result = runs.run()
+    # Then it leaves the slot confirmed to where it read, as a run without transactions does
+    assert result["metrics"]["wal_after"]["unconfirmed_bytes"] < 100_000, result["metrics"]["wal_after"]
+    assert after_ids(runs.read(f"pg{unique}.public.a")) == [1]

@@ -151,6 +151,7 @@ class PostgresCdcSourceTask(SourceTask):
         self._filters: dict[tuple[str, str], int] = {}
         self._pending_marker: list = []
         self._final_commit = False  # commit() ran after the last poll, outside failure handling
+        self._sent_since_commit = False  # poll() returned records that no commit() covered yet
 
     # ------------------------------------------------------------------ start
 
@@ -337,6 +338,12 @@ class PostgresCdcSourceTask(SourceTask):
     # ------------------------------------------------------------------ poll
 
     def poll(self) -> list | None:
+        records = self._poll()
+        if records:
+            self._sent_since_commit = True
+        return records
+
+    def _poll(self) -> list | None:
         if self._done:
             return None
         if self._snapshot is not None:
@@ -509,6 +516,7 @@ class PostgresCdcSourceTask(SourceTask):
         """The framework committed the offsets of every record polled so far (it does not call this
         after a failure, when only what Kafka acknowledged is committed): confirm the slot as far as
         they reach. After a failure the next run confirms the slot from its committed offset."""
+        self._sent_since_commit = False
         if self._confirmable_polled > self._confirmed:
             self._confirm(self._confirmable_polled, why="committed records")
         self._final_commit = self._done
@@ -530,6 +538,15 @@ class PostgresCdcSourceTask(SourceTask):
                 self._read.close()
             except Exception:  # noqa: BLE001 -- closing after a failure
                 pass
+        if self._done and self.streams and not self._sent_since_commit and not self._final_commit \
+                and self._control is not None and not self._control.closed:
+            # the read ended with polls that returned nothing after the last commit(): with
+            # transactions the framework skips the empty commit (and so commit()), yet every record
+            # polled is committed: confirm (and settle) as far as the read went, as commit() would
+            try:
+                self.commit()
+            except psycopg.Error as e:
+                log.warning("connector %s: slot %s not confirmed after the run: %s", self.name, self.slot, e)
         if self._control is not None and not self._control.closed and "wal_before" in self.metrics:
             try:
                 info = slots.slot_info(self._control, self.slot)
