@@ -213,7 +213,8 @@ class StreamRead:
         return self._held is not None
 
     def _wanted(self, message: Change | Truncate, ordinal: int) -> bool:
-        if self.resume.handed_out(message, ordinal):
+        r = self.resume
+        if r.tx_id is not None and message.xid == r.tx_id and r.handed_out(message, ordinal):
             return False  # handed out (and committed) by an earlier run that stopped inside this transaction
         if isinstance(message, Truncate):
             return any(self.captured(rel, self._final_lsn) for rel in message.relations)
