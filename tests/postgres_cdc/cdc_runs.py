@@ -124,33 +124,31 @@ class CdcRuns:
 
 
 def _child(config_json: str, worker_json: str, kill: str) -> int:
-    """One run in this process; with ``after-offsets`` the process dies by SIGKILL once the framework
-    committed offsets that reach the slot's data, before the task's commit() confirms the slot."""
+    """One run in this process, dying by SIGKILL inside the task's commit() (before it confirms the slot):
+    ``commit-N`` at the N-th call; ``after-offsets`` once the framework committed offsets that reach the
+    slot's data."""
     from airflow_copycat.connectors.postgres_cdc.source import PostgresCdcSourceTask
 
-    if kill.startswith("commit-"):  # SIGKILL at the n-th commit(), before the task confirms anything
-        calls, n = [], int(kill.split("-")[1])
+    calls: list[int] = []
 
-        def commit(self):
+    def due(task) -> bool:
+        """Whether this commit() is the one to die at."""
+        if kill.startswith("commit-"):  # the n-th commit(), before the task confirms anything
             calls.append(1)
-            if len(calls) == n:
-                sys.stdout.write("killed\n")
-                sys.stdout.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(self)
+            return len(calls) == int(kill.split("-")[1])
+        # after-offsets: the framework committed offsets reaching the slot's data, not yet confirmed
+        return kill == "after-offsets" and task._confirmable_polled > task._confirmed and \
+            task._read is not None and task._read.exhausted
 
-        original = PostgresCdcSourceTask.commit
-        PostgresCdcSourceTask.commit = commit
-    elif kill == "after-offsets":
-        def commit(self):
-            if self._confirmable_polled > self._confirmed and self._read is not None and self._read.exhausted:
-                sys.stdout.write("killed\n")
-                sys.stdout.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(self)
+    def commit(self):
+        if due(self):
+            sys.stdout.write("killed\n")
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self)
 
-        original = PostgresCdcSourceTask.commit
-        PostgresCdcSourceTask.commit = commit
+    original = PostgresCdcSourceTask.commit
+    PostgresCdcSourceTask.commit = commit
     result = CdcRuns(json.loads(config_json), json.loads(worker_json)).run(ok=False)
     print(json.dumps({"status": result["status"], "records": result["records"]}))
     return 0
