@@ -54,7 +54,6 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
 
 from airflow_copycat.connect.data import Type
 from airflow_copycat.connect.errors import ConnectException
@@ -66,13 +65,13 @@ from ..jdbc.arrow_reader import conninfo
 from .appends import Appends
 from .config import KAFKA_PK_DEFAULTS
 from .rows import RecordError, Row, row_of
+from .staging import staged, takes
 
 log = logging.getLogger(__name__)
 
 STAGE = "copycat_columns_stage"
 """The session's temporary staging table (replaced for each statement)."""
 _WRITTEN = "written"
-_LOCAL_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)  # datetime min .. max, in us
 
 @dataclasses.dataclass
 class _Run:
@@ -231,7 +230,7 @@ class ColumnWriter:
                 arrays[name] = values.column(name)
         out, numeric = [], []
         for i, name in enumerate(names):
-            array = _staged(arrays[name], settings.db_timezone)  # key and value timestamps alike
+            array = staged(arrays[name], settings.db_timezone)  # key and value timestamps alike
             if array is None:
                 return None, ()
             if name in row.key_columns and array.null_count:
@@ -250,7 +249,7 @@ class ColumnWriter:
         fold = self.task.tables.fold
         for i, (name, _, _) in enumerate(row.columns):
             column = types.get(fold(name))
-            if column is None or not _takes(column, table.schema.types[i], i in numeric):
+            if column is None or not takes(column, table.schema.types[i], i in numeric):
                 return False
         return True
 
@@ -465,53 +464,3 @@ def _last_per_key(table: pa.Table, keys: list[str]) -> pa.Table:
     if len(last) == n:
         return table
     return table.take(pc.take(last, pc.sort_indices(last)))
-
-
-def _staged(array, zone: str):
-    """A column as staged: timestamps as naive local time of ``zone``, decimals as their digits
-    (the database keeps their scale then); ``None`` for a type the fast path does not write."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    t = array.type
-    if pa.types.is_timestamp(t):
-        if not t.tz:
-            return None
-        local = pc.local_timestamp(array.cast(pa.timestamp(t.unit, tz=zone)))
-        if len(local) > local.null_count:  # beyond Python's datetime in local time: the records fail there
-            lo, hi = (v.value for v in pc.min_max(local.cast(pa.timestamp("us"))).values())
-            if lo < _LOCAL_RANGE[0] or hi > _LOCAL_RANGE[1]:
-                return None
-        return local
-    if pa.types.is_decimal(t):
-        return pc.cast(array, pa.string()) if t.scale >= 0 else None
-    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
-            or pa.types.is_binary(t) or pa.types.is_date32(t) or pa.types.is_time32(t)):
-        return array
-    return None
-
-
-def _takes(column: Any, staged: pa.DataType, numeric: bool) -> bool:
-    """Whether a column of SQLAlchemy type ``column`` holds a staged value as the record path's value
-    (the database's assignment cast from the staged type is exact, or fails where the records' do)."""
-    name = type(column).__name__.upper()
-    if numeric:
-        return isinstance(column, sa.Numeric) and not isinstance(column, sa.Float)
-    if pa.types.is_integer(staged):
-        return isinstance(column, sa.Integer) or (isinstance(column, sa.Numeric) and not isinstance(column, sa.Float))
-    if pa.types.is_float32(staged):
-        return name == "REAL"
-    if pa.types.is_float64(staged):
-        return name in ("DOUBLE_PRECISION", "DOUBLE")
-    if pa.types.is_boolean(staged):
-        return isinstance(column, sa.Boolean)
-    if pa.types.is_string(staged):
-        return name in ("TEXT", "VARCHAR", "CHAR")
-    if pa.types.is_binary(staged):
-        return isinstance(column, sa.LargeBinary) or name == "BYTEA"
-    if pa.types.is_date32(staged):
-        return isinstance(column, sa.Date) and not isinstance(column, sa.DateTime)
-    if pa.types.is_time32(staged):
-        return isinstance(column, sa.Time) and not getattr(column, "timezone", False)
-    if pa.types.is_timestamp(staged):
-        return isinstance(column, sa.DateTime) and not getattr(column, "timezone", False)
-    return False
